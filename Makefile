@@ -1,0 +1,27 @@
+# Two commands for a fresh clone: `make demo` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	# torch first, pinned: the CPU build of 2.13.0 is on local disk; a looser request pulls CUDA.
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e ".[dev]"
+	bash scripts/system-deps.sh
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/glassformer demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n 2 tests
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# System packages the suite and the pictures need: a CJK font for 猫 吃 鱼 labels and
+# Debian's chromium for the browser test. Installed only when missing and only as root.
+set -u
+need=()
+fc-list 2>/dev/null | grep -qi "Noto Sans CJK" || need+=(fonts-noto-cjk)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}") >/dev/null 2>&1 \
+      || echo "warning: could not install ${need[*]}; CJK labels or the browser test may be unavailable" >&2
+  else
+    echo "warning: missing ${need[*]} (install them with apt-get as root)" >&2
+  fi
+fi
+exit 0
