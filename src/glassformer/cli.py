@@ -1,0 +1,56 @@
+"""The `glassformer` command: a thin Typer shell over the library.
+
+Each subcommand lives in its own module under `glassformer/commands/` and registers itself
+with `register(app)`. A user's mistake (GlassformerError, a missing file) prints one line and
+exits with status 2 — no traceback.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import typer
+
+from .errors import GlassformerError
+
+app = typer.Typer(
+    name="glassformer",
+    help="The Transformer of 'Attention Is All You Need', built to be read, traced and checked.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _register_commands() -> None:
+    from . import commands
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{commands.__name__}.{info.name}")
+        register = getattr(module, "register", None)
+        if register is not None:
+            register(app)
+
+
+_register_commands()
+
+
+def fail(message: str, code: int = 2) -> None:
+    """Print one line to stderr and exit: the way every user mistake ends."""
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(code)
+
+
+def main() -> None:
+    try:
+        app()
+    except GlassformerError as e:
+        typer.echo(f"error: {e}", err=True)
+        sys.exit(2)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
+        typer.echo(f"error: {e.strerror}: {e.filename}", err=True)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        typer.echo("interrupted", err=True)
+        sys.exit(130)
