@@ -24,6 +24,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """The Transformer of 'Attention Is All You Need', built to be read, traced and checked."""
+
+
 def _register_commands() -> None:
     from . import commands
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda m: m.name):
