@@ -12,7 +12,6 @@ the pattern) and always remove what they registered, even on error.
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from collections import OrderedDict
 from contextlib import contextmanager
@@ -41,7 +40,7 @@ class Trace(OrderedDict):
     """Traced tensors by hook name, in the order the forward pass produced them."""
 
     def filter(self, *patterns: str) -> "Trace":
-        """Keep the names matching any glob (`enc.*.attn.pattern`) or regex (`re:...`)."""
+        """Keep the names matching any glob (`enc.*.attn.pattern`, `**.pattern`) or regex (`re:...`)."""
         return Trace((k, v) for k, v in self.items() if _matches(k, patterns))
 
     def to_lists(self, drop_batch: bool = True) -> dict:
@@ -53,6 +52,13 @@ class Trace(OrderedDict):
         return out
 
 
+def _glob(pattern: str) -> "re.Pattern[str]":
+    """Glob over dotted names: `*` is one name component, `**` any run of components."""
+    parts = re.split(r"(\*\*|\*)", pattern)
+    rx = "".join(".*" if p == "**" else "[^.]*" if p == "*" else re.escape(p) for p in parts)
+    return re.compile(rx + r"\Z")
+
+
 def _matches(name: str, patterns: Iterable[str] | None) -> bool:
     if not patterns:
         return True
@@ -60,7 +66,7 @@ def _matches(name: str, patterns: Iterable[str] | None) -> bool:
         if p.startswith("re:"):
             if re.search(p[3:], name):
                 return True
-        elif fnmatch.fnmatchcase(name, p) or name == p:
+        elif p == "*" or _glob(p).match(name):
             return True
     return False
 
