@@ -107,10 +107,6 @@ class ModelConfig:
             p = getattr(self, name)
             if p is not None and not (isinstance(p, (int, float)) and 0 <= p < 1):
                 raise ConfigError(f"{name}={p!r} must be in [0, 1)")
-        if self.pe in ("sinusoidal", "sinusoidal_half") and self.pos_width % 2:
-            raise ConfigError(f"pe={self.pe!r} needs an even width, got {self.pos_width}")
-        if self.pe == "rope" and self.head_dim % 2:
-            raise ConfigError(f"pe='rope' needs an even d_k, got d_k={self.head_dim}")
         if self.pe_combine == "concat":
             if self.pe not in ABSOLUTE_PE:
                 raise ConfigError(f"pe_combine='concat' needs an absolute pe (one of "
@@ -120,6 +116,10 @@ class ModelConfig:
                                   f" got d_pos={self.d_pos}")
         elif self.d_pos is not None:
             raise ConfigError(f"d_pos={self.d_pos} is only used with pe_combine='concat'")
+        if self.pe in ("sinusoidal", "sinusoidal_half") and self.pos_width % 2:
+            raise ConfigError(f"pe={self.pe!r} needs an even width, got {self.pos_width}")
+        if self.pe == "rope" and self.head_dim % 2:
+            raise ConfigError(f"pe='rope' needs an even d_k, got d_k={self.head_dim}")
         for name in ("pad_id", "bos_id", "eos_id", "decoder_start_id"):
             tok = getattr(self, name)
             if tok is not None and not (isinstance(tok, int) and 0 <= tok < min(self.vocab_size, self.out_vocab_size)):

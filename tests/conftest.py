@@ -1,0 +1,15 @@
+import os
+
+import matplotlib
+import pytest
+import torch
+
+matplotlib.use("Agg")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture(autouse=True)
+def _seed():
+    torch.manual_seed(0)
+    yield
