@@ -2,7 +2,8 @@
 
 FFN(x) = φ(x·W_1 + b_1)·W_2 + b_2 with W_1 (d_model, d_ff), W_2 (d_ff, d_model) — "think" after
 attention has let the tokens "talk" (§6.3). Gated variants (SwiGLU, GEGLU, ReGLU) multiply the
-activation by a second projection: φ(x·W_G) ⊙ (x·W_1 + b_1).
+activation by a second projection: φ(x·W_G + b_G) ⊙ (x·W_1 + b_1) (b_G only when bias=True,
+as in a LLaMA with mlp_bias=True).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class FeedForward(nn.Module):
         self.W_1 = nn.Parameter(torch.randn(d_model, d_ff) / math.sqrt(d_model))
         self.b_1 = nn.Parameter(torch.zeros(d_ff)) if bias else None
         self.W_G = nn.Parameter(torch.randn(d_model, d_ff) / math.sqrt(d_model)) if self.gated else None
+        self.b_G = nn.Parameter(torch.zeros(d_ff)) if self.gated and bias else None
         self.W_2 = nn.Parameter(torch.randn(d_ff, d_model) / math.sqrt(d_ff))
         self.b_2 = nn.Parameter(torch.zeros(d_model)) if bias else None
         self.dropout = nn.Dropout(dropout)
@@ -49,7 +51,7 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (batch, seq, d_model)
         pre = self.pre(affine(x, self.W_1, self.b_1))  # (batch, seq, d_ff)
         if self.gated:
-            act = self.phi(self.gate(affine(x, self.W_G, None))) * pre
+            act = self.phi(self.gate(affine(x, self.W_G, self.b_G))) * pre
         else:
             act = self.phi(pre)
         act = self.act(act)
