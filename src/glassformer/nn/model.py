@@ -285,6 +285,13 @@ class EncoderDecoder(_Decoding):
             raise InputError(f"source batch size {memory.shape[0]} and target batch size "
                              f"{tgt_ids.shape[0]} differ; pass one target row per source row")
         pad = self._padding(tgt_ids, tgt_padding_mask, "tgt_padding_mask")
+        cfg = self.config
+        if (tgt_padding_mask is None and pad is not None and cfg.pad_id == cfg.start_id
+                and (cache is None or cache.length == 0)):
+            # Marian and T5 start decoding with the pad token: that first token is not padding
+            pad = pad.clone()
+            pad[:, 0] = False
+            pad = pad if bool(pad.any()) else None
         cross_bias = self._mask_bias(None, src_padding_mask, memory.dtype)
         return self._run_decoder("dec_", tgt_ids, pad, memory=memory, cross_bias=cross_bias, cache=cache)
 

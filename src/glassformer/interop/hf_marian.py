@@ -1,0 +1,68 @@
+"""MarianMTModel (Opus-MT translators) -> glassformer EncoderDecoder with equal logits.
+
+Marian is the closest living relative of the 2017 paper's translator (seed 000 ch. 7):
+Post-LN, fixed sinusoids, embeddings × sqrt(d_model), one shared vocabulary. Its quirks:
+- the sinusoid table is in the half-split layout — all sines, then all cosines (our
+  pe="sinusoidal_half"); angles pos / 10000^(2i/d_model), positions counted from 0;
+- the activation is "swish" (SiLU) in the released checkpoints;
+- a `final_logits_bias` buffer is added to the logits (our head b_U);
+- one table for source, target and output, or (some checkpoints) a separate target vocabulary;
+- decoding starts from the pad token (decoder_start_token_id = pad_token_id).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..config import ModelConfig
+from ..errors import InputError
+from ..nn.model import build_model
+from ..nn.positional import SinusoidalPE
+from ._seq2seq import (activation, copy_bart_like_layers, copy_embeddings_and_head, embedding_layout,
+                       same, special_ids)
+
+
+def marian_config(hf_config, layout: dict) -> ModelConfig:
+    c = hf_config
+    same("Marian", "attention_heads", c.encoder_attention_heads, c.decoder_attention_heads)
+    same("Marian", "ffn_dim", c.encoder_ffn_dim, c.decoder_ffn_dim)
+    if c.d_model % c.encoder_attention_heads:
+        raise InputError(f"Marian d_model={c.d_model} is not divisible by "
+                         f"{c.encoder_attention_heads} heads")
+    tgt_vocab = layout["tgt_vocab_size"] or c.vocab_size
+    return ModelConfig(
+        arch="encoder-decoder", vocab_size=c.vocab_size,
+        d_model=c.d_model, n_heads=c.encoder_attention_heads,
+        n_layers=c.encoder_layers, n_dec_layers=c.decoder_layers, d_ff=c.encoder_ffn_dim,
+        activation=activation(c.activation_function, "Marian"),
+        norm="layernorm", norm_eps=1e-5, norm_position="post", final_norm=False, embed_norm=False,
+        pe="sinusoidal_half", max_len=c.max_position_embeddings,
+        embed_scale=bool(c.scale_embedding), scale_scores=True, attn_bias=True, ffn_bias=True,
+        head_bias=True, **layout,
+        dropout=float(c.dropout), attn_dropout=float(c.attention_dropout),
+        **special_ids(c, min(c.vocab_size, tgt_vocab)),
+    )
+
+
+def _check_sinusoids(table: torch.Tensor, name: str) -> None:
+    """Marian's position table is fixed, never trained: make sure it is the formula we compute."""
+    n, width = table.shape
+    ours = SinusoidalPE(width, 10000.0, "half")(torch.arange(n)).to(table.dtype)
+    err = (ours - table.detach()).abs().max().item()
+    if err > 1e-5:
+        raise InputError(f"Marian {name} is not the half-split sinusoid table (max diff {err:.2e});"
+                         " glassformer recomputes it, so it cannot carry trained positions")
+
+
+def convert(hf_model):
+    """A glassformer EncoderDecoder whose logits equal `hf_model`'s (MarianMTModel)."""
+    base = hf_model.model
+    enc_table, dec_table = base.encoder.embed_tokens.weight, base.decoder.embed_tokens.weight
+    config = marian_config(hf_model.config, embedding_layout(enc_table, dec_table, hf_model.lm_head))
+    for name, stack in (("encoder", base.encoder), ("decoder", base.decoder)):
+        _check_sinusoids(stack.embed_positions.weight, f"{name}.embed_positions")
+    model = build_model(config)
+    copy_embeddings_and_head(model, enc_table, dec_table, hf_model.lm_head,
+                             hf_model.final_logits_bias)
+    copy_bart_like_layers(model, base.encoder, base.decoder)
+    return model.eval()  # inference, like the other converters; .train() to fine-tune
