@@ -1,0 +1,90 @@
+"""`glassformer inspect` and `glassformer head-roles`: look inside MiniLM, a checkpoint or an HF folder."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def inspect(
+        sentence: str = typer.Argument(..., help="The sentence to run through the model."),
+        model: str = typer.Option("minilm", "--model", help="minilm, a checkpoint dir, or a local BERT/GPT-2 HF folder."),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="Write tokens, patterns and head roles here."),
+        out: Optional[Path] = typer.Option(None, "--out", help="Folder for the model-view and head-view PNGs."),
+        layer: int = typer.Option(0, help="Layer of the head view."),
+        head: int = typer.Option(0, help="Head of the head view."),
+    ) -> None:
+        """Attention of every layer and head for SENTENCE, with each head's role (Clark et al. 2019)."""
+        import numpy as np
+
+        from ..inspect import inspect_sentence, load_subject
+        from ..inspect.roles import ROLE_NAMES
+
+        subject = load_subject(model)
+        result = inspect_sentence(subject, sentence)
+        P = np.array(result["patterns"])
+        L, H = P.shape[:2]
+        if not (0 <= layer < L and 0 <= head < H):
+            raise InputError(f"--layer {layer} --head {head} is outside the model; layers 0..{L - 1}, heads 0..{H - 1}")
+        typer.echo(f"{subject.name}: {L} layers × {H} heads, tokens: {' '.join(result['tokens'])}")
+        roles = result["head_roles"]["roles"]
+        scores = result["head_roles"]["scores"]
+        for l in range(L):
+            cells = []
+            for h in range(H):
+                r = roles[l][h]
+                if r == "mixed":  # the strongest positional role, which fell short of the threshold
+                    s = max((scores[k][l][h] or 0.0) for k in ("prev", "next", "self", "cls", "sep"))
+                else:
+                    s = scores[r][l][h]
+                cells.append(f"{r}:{s:.2f}" if s is not None else r)
+            typer.echo(f"layer {l}: " + "  ".join(cells))
+        typer.echo("roles: " + ", ".join(f"{k} = {v}" for k, v in ROLE_NAMES.items()))
+        if json_path is not None:
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            json_path.write_text(json.dumps(result, ensure_ascii=False))
+            typer.echo(f"wrote {json_path}")
+        if out is not None:
+            from ..inspect import views
+            mv = views.model_view(P, result["tokens"], out / "model_view.png", np.array(roles, dtype=object))
+            hv = views.head_view(P[layer, head], result["tokens"], out / f"head_view_L{layer}_H{head}.png",
+                                 f"{subject.name} layer {layer} head {head}: {roles[layer][head]}")
+            typer.echo(f"wrote {mv} and {hv}")
+
+    @app.command("head-roles")
+    def head_roles(
+        model: str = typer.Option("minilm", "--model", help="minilm, a checkpoint dir, or a local HF folder."),
+        report: Path = typer.Option(Path("docs/head_roles.md"), help="Markdown report to write."),
+        figures: Path = typer.Option(Path("docs/figures"), help="Folder for the report's figures."),
+        sentences: Optional[Path] = typer.Option(None, help="One sentence a line (default: the bundled set)."),
+        method: str = typer.Option("pca", help="Projection of head outputs: pca or tsne."),
+        neuron_layer: Optional[int] = typer.Option(None, help="Layer whose FFN neurons to describe (default: middle)."),
+    ) -> None:
+        """Head roles and the per-layer entropy/distance trend over a sentence set, as a report."""
+        from ..inspect import bundled_sentences, load_subject
+        from ..inspect.analysis import analyze, findings, write_report
+
+        if method not in ("pca", "tsne"):
+            raise InputError(f"--method {method!r} is not one of pca, tsne")
+        if sentences is not None:
+            from ..data.files import read_text
+            texts = list(read_text(sentences))
+        else:
+            texts = bundled_sentences()
+        if len(texts) < 3:
+            raise InputError(f"{sentences} has {len(texts)} sentences; give at least 3")
+        subject = load_subject(model)
+        a = analyze(subject, texts, neuron_layer=neuron_layer, method=method, fig_dir=figures)
+        cmd = f"glassformer head-roles --model {model} --report {report} --figures {figures} --method {method}"
+        write_report(a, report, cmd)
+        f = findings(a)
+        typer.echo(f"wrote {report}; consistent roles: {f['consistent_roles']}")
+        for k in ("entropy_norm", "distance", "distance_content"):
+            typer.echo(f"{k}: per layer {f[k]['per_layer']} (Spearman with depth {f[k]['spearman']:+.2f})")

@@ -1,0 +1,121 @@
+"""`glassformer serve`: a small web page over the tracer, and the JSON API behind it.
+
+    GET  /               the explorer page (static/index.html; every asset served from here)
+    GET  /api/models     the model names a request may use, and the input limits
+    POST /api/trace      {"sentence": str, "model": str (optional)} -> tokens + trace + patterns
+
+The trace uses the hook names of `glassformer.trace` (`enc.{l}.attn.pattern`, `x0`, ...). Limits:
+sentence length (characters and tokens) and request body size are capped; an unknown model is a
+404 naming the choices; a model is picked from the registry's names only, never from a path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from contextlib import contextmanager
+from importlib import resources
+from pathlib import Path
+from typing import Iterator, Optional
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import GlassformerError
+from .models import DEFAULT_MODEL, ModelRegistry
+
+MAX_CHARS = 300
+MAX_TOKENS = 64
+MAX_BODY = 16_384  # bytes: a request is one sentence and a model name
+
+
+class TraceRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sentence: str = Field(description=f"Text to trace, at most {MAX_CHARS} characters and {MAX_TOKENS} tokens.")
+    model: Optional[str] = Field(default=None, description=f"A name from GET /api/models (default {DEFAULT_MODEL!r}).")
+
+
+def static_dir() -> Path:
+    return Path(str(resources.files(__package__).joinpath("static")))
+
+
+def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_tokens: int = MAX_TOKENS) -> FastAPI:
+    app = FastAPI(title="glassformer explorer",
+                  description="Trace a sentence through a Transformer and see every attention pattern.",
+                  version="0.1.0", docs_url=None, redoc_url=None)
+    # /docs and /redoc would load Swagger/ReDoc from a CDN; the schema stays at /openapi.json
+    registry = ModelRegistry(runs_dir, max_tokens=max_tokens)
+    app.state.registry = registry
+    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
+
+    @app.middleware("http")
+    async def limit_body(request: Request, call_next):
+        size = request.headers.get("content-length")
+        if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
+            return JSONResponse({"detail": f"request body is {size} bytes; the limit is {MAX_BODY}"}, status_code=413)
+        return await call_next(request)
+
+    @app.get("/", include_in_schema=False)
+    def index() -> FileResponse:
+        return FileResponse(static_dir() / "index.html", media_type="text/html")
+
+    @app.get("/api/models")
+    def models() -> dict:
+        """Model names a trace request may use, the default, and the input limits."""
+        registry.refresh()
+        return {"models": registry.describe(), "default": DEFAULT_MODEL,
+                "limits": {"max_chars": max_chars, "max_tokens": max_tokens}}
+
+    @app.post("/api/trace")
+    def trace(req: TraceRequest) -> dict:
+        """Run the sentence through the model; return tokens, the trace (patterns included),
+        the positional encoding, the walkthrough's step tables, and for translators the
+        translation with its cross-attention."""
+        sentence = req.sentence
+        if not sentence.strip():
+            raise HTTPException(422, "sentence is empty; type at least one word")
+        if len(sentence) > max_chars:
+            raise HTTPException(422, f"sentence is {len(sentence)} characters; the limit is {max_chars}")
+        name = req.model or DEFAULT_MODEL
+        try:
+            registry.check(name)
+        except KeyError as e:
+            raise HTTPException(404, str(e.args[0])) from None
+        try:
+            return registry.trace(name, sentence)
+        except GlassformerError as e:
+            raise HTTPException(422, str(e)) from None
+
+    return app
+
+
+@contextmanager
+def running(app: FastAPI, host: str = "127.0.0.1", port: int = 0, timeout: float = 30.0) -> Iterator[str]:
+    """Serve `app` from a background thread; yield its base URL; always stop it.
+
+    port=0 asks the OS for a free port. Used by the tests (a real server on loopback).
+    """
+    import socket
+
+    import uvicorn
+
+    if port == 0:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            port = s.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            server.should_exit = True
+            raise RuntimeError(f"the server did not start on {host}:{port}")
+        time.sleep(0.05)
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout)

@@ -1,0 +1,157 @@
+"""The models the explorer can run, by name — never by a path taken from a request.
+
+Names: "walkthrough" (seed 000 ch. 7's two-layer encoder, every number traced), "minilm"
+(pretrained, converted into glassformer), and "run:<folder>" for each checkpoint found under the
+runs directory at startup or on a refresh. A request names one of these; the path behind it comes
+from our own scan of the runs directory.
+
+One lock serialises every forward pass: tracing registers hooks on the shared model, and the
+walkthrough switches torch's default dtype, so two requests must never run a model at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..errors import InputError
+
+DEFAULT_MODEL = "walkthrough"
+_LOCK = threading.Lock()
+
+
+def _lists(t: Any, digits: int = 6) -> Any:
+    """A tensor or array as nested lists of rounded floats (JSON-ready, batch dim dropped)."""
+    a = t.detach().cpu().double().numpy() if isinstance(t, torch.Tensor) else np.asarray(t, dtype=np.float64)
+    return np.round(a, digits).tolist()
+
+
+class ModelRegistry:
+    """Model names -> loaded models, loaded on first use and kept."""
+
+    def __init__(self, runs_dir: str | Path = "runs", max_tokens: int = 64):
+        self.runs_dir = Path(runs_dir)
+        self.max_tokens = max_tokens
+        self._subjects: dict[str, Any] = {}
+        self._runs: dict[str, Path] = {}
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Scan the runs directory (two levels deep) for checkpoint folders."""
+        found: dict[str, Path] = {}
+        if self.runs_dir.is_dir():
+            for cfg in sorted(self.runs_dir.glob("*/config.json")) + sorted(self.runs_dir.glob("*/*/config.json")):
+                folder = cfg.parent
+                if (folder / "meta.json").is_file() and (folder / "model.safetensors").is_file():
+                    found["run:" + folder.relative_to(self.runs_dir).as_posix()] = folder
+        self._runs = found
+
+    def names(self) -> list[str]:
+        return [DEFAULT_MODEL, "minilm", *self._runs]
+
+    def describe(self) -> list[dict]:
+        out = [{"name": DEFAULT_MODEL, "description": "seed 000 ch. 7: 2-layer encoder, d_model 12, 3 heads"},
+               {"name": "minilm", "description": "all-MiniLM-L6-v2 (6 layers × 12 heads) in glassformer"}]
+        out += [{"name": n, "description": f"checkpoint {p}"} for n, p in self._runs.items()]
+        return out
+
+    def check(self, name: str) -> None:
+        if name not in self.names():
+            raise KeyError(f"unknown model {name!r}; choose one of: {', '.join(self.names())}")
+
+    # ---- running ----
+    def trace(self, name: str, sentence: str) -> dict:
+        self.check(name)
+        with _LOCK:
+            if name == DEFAULT_MODEL:
+                return self._walkthrough(sentence)
+            return self._subject_trace(name, sentence)
+
+    def _subject(self, name: str):
+        if name not in self._subjects:
+            from ..inspect.loader import load_subject
+            self._subjects[name] = load_subject("minilm" if name == "minilm" else str(self._runs[name]))
+        return self._subjects[name]
+
+    def _check_length(self, n: int) -> None:
+        if n > self.max_tokens:
+            raise InputError(f"the sentence has {n} tokens; the limit is {self.max_tokens}")
+
+    def _walkthrough(self, sentence: str) -> dict:
+        from ..walkthrough import build
+        from ..walkthrough.inputs import segment
+        self._check_length(len(segment(sentence)))
+        # any word is allowed: 猫/吃/鱼 keep the seed's vectors, other words get seeded random ones
+        result = build(sentence, random_embeddings=True)
+        trace = result["trace"]
+        L = result["config"]["n_layers"]
+        return {
+            "model": DEFAULT_MODEL,
+            "kind": "encoder",
+            "tokens": result["tokens"],
+            "config": result["config"],
+            "trace": trace,
+            "pattern_hooks": [f"enc.{l}.attn.pattern" for l in range(L)],
+            "pe": trace.get("pos"),
+            "steps": _steps(result),
+        }
+
+    def _subject_trace(self, name: str, sentence: str) -> dict:
+        subject = self._subject(name)
+        ids, _ = subject.encode(sentence)
+        self._check_length(len(ids))
+        stack = "dec" if subject.kind == "decoder" else "enc"
+        wanted = ["embed", "pos", "x0", subject.pattern_hook, f"{stack}.*.out"]
+        tokens, tr = subject.trace(sentence, wanted)
+        trace = {k: _lists(v[0]) for k, v in tr.items() if not k.startswith("dec.") or subject.kind == "decoder"}
+        hooks = [k for k in trace if k.endswith(".pattern")]
+        out = {"model": name, "kind": subject.kind, "tokens": tokens,
+               "config": subject.model.config.to_dict(), "trace": trace, "pattern_hooks": hooks,
+               "pe": trace.get("pos"), "steps": None}
+        if subject.kind == "encoder-decoder":
+            out["translation"] = _translate(subject, ids)
+        return out
+
+
+def _translate(subject, src_ids: list[int]) -> dict:
+    """Greedy translation and the cross-attention of every decoder layer over the source."""
+    from ..generate import generate
+    from ..trace import run_with_trace
+    model, cfg, tgt_tok = subject.model, subject.model.config, subject.tgt_tokenizer
+    src = torch.tensor([src_ids])
+    with torch.no_grad():
+        ys = generate(model, src, max_new_tokens=48, strategy="greedy", eos_id=cfg.eos_id)
+        row = ys[0].tolist()
+        if cfg.eos_id in row[1:]:
+            row = row[:row.index(cfg.eos_id, 1) + 1]
+        _, tr = run_with_trace(model, src, torch.tensor([row[:-1] if len(row) > 1 else row]),
+                               names=["dec.*.cross_attn.pattern"])
+    queries = row[:-1] if len(row) > 1 else row
+    return {
+        "text": tgt_tok.decode(row),
+        "target_tokens": [tgt_tok.id_to_token(i) for i in queries],  # query i predicts token i+1
+        "predicted_tokens": [tgt_tok.id_to_token(i) for i in row[1:]],
+        "cross_attention": {k: _lists(v[0]) for k, v in tr.items()},
+    }
+
+
+def _steps(result: dict) -> list[dict] | None:
+    """The walkthrough's narrated step tables, as JSON."""
+    from ..walkthrough.steps import build_steps
+    steps = []
+    for s in build_steps(result, "en"):
+        steps.append({"title": s.title, "formula": s.formula, "shape": s.shape, "text": s.text,
+                      "level": s.level,
+                      "tables": [{"caption": t.caption, "rows": list(t.rows), "cols": list(t.cols),
+                                  "values": [[_cell(v) for v in row] for row in np.asarray(t.values).tolist()]}
+                                 for t in s.tables]})
+    return steps
+
+
+def _cell(v: Any) -> Any:
+    """A table cell: numbers rounded to the 4 digits the seed prints, labels kept as text."""
+    return round(float(v), 4) if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
