@@ -21,7 +21,7 @@ demo: $(STAMP)
 	$(BIN)/glassformer demo
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 2 tests
+	$(BIN)/python -m pytest -n 2 -q tests
 
 clean:
 	rm -rf $(VENV)
