@@ -1,0 +1,55 @@
+"""`glassformer generate`: continue a prompt with a trained language model.
+
+    glassformer generate --ckpt runs/lm --prompt "Once upon" --max-new-tokens 80 --temperature 0.8 --top-k 20
+
+--temperature 0 is greedy decoding; otherwise sampling with optional top-k / top-p (nucleus).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..errors import InputError
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def generate(
+        ckpt: str = typer.Option(..., help="run folder or checkpoint folder of a language model"),
+        prompt: str = typer.Option(..., help="text to continue"),
+        max_new_tokens: int = typer.Option(64, help="tokens to add at most"),
+        temperature: float = typer.Option(1.0, help="0: greedy; <1 sharper, >1 flatter"),
+        top_k: Optional[int] = typer.Option(None, help="sample among the k most likely tokens"),
+        top_p: Optional[float] = typer.Option(None, help="sample within probability mass p"),
+        seed: int = typer.Option(0, help="sampling seed"),
+        device: str = typer.Option("cpu", help="cpu | cuda"),
+    ) -> None:
+        """Continue --prompt with a trained language model and print the text."""
+        import torch
+
+        from ..generate import generate as run_generate
+        from ..train.checkpoint import load_checkpoint
+
+        if max_new_tokens < 1:
+            raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1")
+        if temperature < 0:
+            raise InputError(f"--temperature {temperature} must be >= 0 (0 is greedy)")
+        if top_k is not None and top_k < 1:
+            raise InputError(f"--top-k {top_k} must be at least 1")
+        if top_p is not None and not 0 < top_p <= 1:
+            raise InputError(f"--top-p {top_p} must be in (0, 1]")
+        ck = load_checkpoint(ckpt, device=device)
+        if ck.config.arch != "decoder":
+            raise InputError(f"{ck.path} holds a {ck.config.arch} model; generate needs a language model "
+                             "(train one with --task lm); use `glassformer translate` for translators")
+        tok = ck.src_tokenizer
+        ids = [tok.bos_id, *tok.encode(prompt)]
+        x = torch.tensor([ids], device=device)
+        g = torch.Generator(device=device).manual_seed(seed)
+        greedy = temperature == 0
+        out = run_generate(ck.model, x, max_new_tokens=max_new_tokens, strategy="greedy" if greedy else "sample",
+                           temperature=temperature if not greedy else 1.0, top_k=top_k, top_p=top_p,
+                           eos_id=tok.eos_id, generator=g)
+        typer.echo(tok.decode(out[0].tolist()))

@@ -1,0 +1,133 @@
+"""`glassformer train`: train a translator or a language model into a run folder.
+
+    glassformer train --task zh-en --max-minutes 4
+    glassformer train --task tsv --data pairs.tsv --out runs/mine --d-model 128 --norm-position pre
+    glassformer train --task lm --data book.txt --out runs/lm --max-steps 2000
+    glassformer train --task zh-en --out runs/zh-en --resume          # continue exactly
+
+Every ModelConfig variant has a flag; an impossible combination stops with ConfigError's line.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+# flag name -> ModelConfig field, for the model options passed through as overrides
+MODEL_FLAGS = {
+    "d_model": "d_model", "heads": "n_heads", "d_k": "d_k", "layers": "n_layers", "dec_layers": "n_dec_layers",
+    "d_ff": "d_ff", "activation": "activation", "norm": "norm", "norm_eps": "norm_eps",
+    "norm_position": "norm_position", "final_norm": "final_norm", "embed_norm": "embed_norm",
+    "residual": "residual", "pe": "pe", "pe_combine": "pe_combine", "d_pos": "d_pos", "max_len": "max_len",
+    "embed_scale": "embed_scale", "scale_scores": "scale_scores", "attn_bias": "attn_bias",
+    "ffn_bias": "ffn_bias", "head_bias": "head_bias", "tie": "tie_embeddings", "share": "share_embeddings",
+    "dropout": "dropout", "attn_dropout": "attn_dropout", "attn_impl": "attn_impl",
+}
+
+M = "Model"  # help panels
+T = "Training"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def train(
+        task: str = typer.Option("zh-en", help="zh-en | copy | reverse | sort | add | tsv | lm"),
+        data: Optional[str] = typer.Option(None, help="data file: TSV pairs (tsv) or text lines (lm)"),
+        out: Optional[str] = typer.Option(None, help="run folder (default runs/<task>)"),
+        max_minutes: Optional[float] = typer.Option(None, help="stop after this many minutes"),
+        max_steps: Optional[int] = typer.Option(None, help="stop after this many optimiser steps"),
+        seed: int = typer.Option(0, help="seed for data, initialisation, batching and dropout"),
+        resume: bool = typer.Option(False, "--resume", help="continue the run in --out exactly"),
+        tokenizer: Optional[str] = typer.Option(None, help="char | word | jieba | bpe | unigram"),
+        vocab_size: Optional[int] = typer.Option(None, help="vocabulary size for bpe / unigram"),
+        batch_size: int = typer.Option(64, rich_help_panel=T, help="sequences per micro-batch"),
+        accum_steps: int = typer.Option(1, rich_help_panel=T, help="micro-batches per optimiser step"),
+        block_size: int = typer.Option(128, rich_help_panel=T, help="tokens per window (lm)"),
+        schedule: str = typer.Option("noam", rich_help_panel=T, help="noam (paper §5.3) | cosine | constant"),
+        lr: float = typer.Option(1e-3, rich_help_panel=T, help="peak rate for cosine / constant"),
+        noam_factor: float = typer.Option(1.0, rich_help_panel=T, help="multiplies the noam rate"),
+        warmup: int = typer.Option(400, rich_help_panel=T, help="warmup steps"),
+        label_smoothing: float = typer.Option(0.1, rich_help_panel=T, help="ε_ls (paper: 0.1)"),
+        clip_norm: float = typer.Option(1.0, rich_help_panel=T, help="gradient-norm clip (0: off)"),
+        weight_decay: float = typer.Option(0.01, rich_help_panel=T, help="AdamW weight decay"),
+        bf16: bool = typer.Option(False, "--bf16", rich_help_panel=T, help="bfloat16 autocast"),
+        device: str = typer.Option("cpu", rich_help_panel=T, help="cpu | cuda | cuda:N"),
+        threads: Optional[int] = typer.Option(None, rich_help_panel=T,
+                                              help="CPU threads (default: 1 for built-in tasks, else PyTorch's)"),
+        eval_every: int = typer.Option(200, rich_help_panel=T, help="evaluate every N steps"),
+        eval_size: int = typer.Option(500, rich_help_panel=T, help="held-out examples per evaluation"),
+        patience: int = typer.Option(5, rich_help_panel=T, help="evaluations without improvement (0: off)"),
+        stop_at: Optional[float] = typer.Option(None, rich_help_panel=T, help="stop at this exact match"),
+        quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+        d_model: Optional[int] = typer.Option(None, rich_help_panel=M),
+        heads: Optional[int] = typer.Option(None, rich_help_panel=M, help="n_heads"),
+        d_k: Optional[int] = typer.Option(None, rich_help_panel=M, help="per-head width (default d_model/heads)"),
+        layers: Optional[int] = typer.Option(None, rich_help_panel=M, help="encoder (or LM) layers"),
+        dec_layers: Optional[int] = typer.Option(None, rich_help_panel=M, help="decoder layers"),
+        d_ff: Optional[int] = typer.Option(None, rich_help_panel=M),
+        activation: Optional[str] = typer.Option(None, rich_help_panel=M,
+                                                 help="relu | gelu | gelu_tanh | silu | swiglu | geglu | reglu"),
+        norm: Optional[str] = typer.Option(None, rich_help_panel=M, help="layernorm | rmsnorm | batchnorm | none"),
+        norm_eps: Optional[float] = typer.Option(None, rich_help_panel=M),
+        norm_position: Optional[str] = typer.Option(None, rich_help_panel=M, help="post (paper) | pre"),
+        final_norm: Optional[bool] = typer.Option(None, "--final-norm/--no-final-norm", rich_help_panel=M),
+        embed_norm: Optional[bool] = typer.Option(None, "--embed-norm/--no-embed-norm", rich_help_panel=M),
+        residual: Optional[bool] = typer.Option(None, "--residual/--no-residual", rich_help_panel=M),
+        pe: Optional[str] = typer.Option(
+            None, rich_help_panel=M, help="sinusoidal | sinusoidal_half | learned | relative | rope | alibi | none"),
+        pe_combine: Optional[str] = typer.Option(None, rich_help_panel=M, help="add | concat"),
+        d_pos: Optional[int] = typer.Option(None, rich_help_panel=M, help="PE width with --pe-combine concat"),
+        max_len: Optional[int] = typer.Option(None, rich_help_panel=M, help="learned position table size"),
+        embed_scale: Optional[bool] = typer.Option(None, "--embed-scale/--no-embed-scale", rich_help_panel=M),
+        scale_scores: Optional[bool] = typer.Option(None, "--scale-scores/--no-scale-scores", rich_help_panel=M),
+        attn_bias: Optional[bool] = typer.Option(None, "--attn-bias/--no-attn-bias", rich_help_panel=M),
+        ffn_bias: Optional[bool] = typer.Option(None, "--ffn-bias/--no-ffn-bias", rich_help_panel=M),
+        head_bias: Optional[bool] = typer.Option(None, "--head-bias/--no-head-bias", rich_help_panel=M),
+        tie: Optional[bool] = typer.Option(None, "--tie/--no-tie", rich_help_panel=M,
+                                           help="output projection shares the embedding"),
+        share: Optional[bool] = typer.Option(None, "--share/--no-share", rich_help_panel=M,
+                                             help="source and target share one embedding"),
+        dropout: Optional[float] = typer.Option(None, rich_help_panel=M),
+        attn_dropout: Optional[float] = typer.Option(None, rich_help_panel=M),
+        attn_impl: Optional[str] = typer.Option(None, rich_help_panel=M, help="fast | math"),
+    ) -> None:
+        """Train a model (translator or language model) into a run folder; --resume continues it."""
+        from ..train import TrainConfig, train as run_training
+
+        values = locals()
+        overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
+        cfg = TrainConfig(
+            task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
+            max_minutes=max_minutes, tokenizer=tokenizer, vocab_size=vocab_size, batch_size=batch_size,
+            accum_steps=accum_steps, block_size=block_size, schedule=schedule, lr=lr, noam_factor=noam_factor,
+            warmup=warmup, label_smoothing=label_smoothing, clip_norm=clip_norm or None,
+            weight_decay=weight_decay, bf16=bf16, device=device, threads=threads, eval_every=eval_every,
+            eval_size=eval_size, patience=patience or None, stop_at=stop_at, quiet=quiet)
+        if resume and overrides:
+            given = ", ".join("--" + flag.replace("_", "-") for flag in MODEL_FLAGS if values[flag] is not None)
+            typer.echo(f"note: --resume keeps the run's own model; ignoring {given}", err=True)
+        result = run_training(cfg, resume=resume, model_overrides=overrides)
+        if _is_rank0():  # under torchrun only rank 0 reports
+            print_summary(result)
+
+
+def _is_rank0() -> bool:
+    import os
+    return int(os.environ.get("RANK", "0")) == 0
+
+
+def print_summary(result) -> None:
+    """Where the run is and how well its best model does on the test split."""
+    t = result.test
+    line = f"stopped after {result.step} steps ({result.stop_reason}, {result.elapsed_s:.0f} s)"
+    typer.echo(line)
+    if t:
+        parts = [f"test loss {t['loss']:.4f}", f"perplexity {t['ppl']:.2f}"]
+        if "exact_match" in t:
+            parts.append(f"exact match {100 * t['exact_match']:.1f}% of {t['n']}")
+        if "bleu" in t:
+            parts += [f"BLEU {t['bleu']:.1f}", f"chrF {t['chrf']:.1f}"]
+        typer.echo("  ".join(parts))
+    d = result.run_dir
+    typer.echo(f"run folder: {d}/  (best/ = best model, checkpoint/ = resumable, metrics.jsonl, loss.png)")

@@ -1,0 +1,89 @@
+"""Length-bucketed, padded batches in a deterministic, resumable order.
+
+Sentences of similar length go together so little compute is spent on padding (the 2017 paper
+§5.1: "sentence pairs were batched together by approximate sequence length"). Each epoch:
+
+1. shuffle all examples with a generator seeded by (seed, epoch);
+2. cut the shuffled list into pools of `pool` batches, sort each pool by length;
+3. cut pools into batches and shuffle the batch order with the same generator.
+
+The order depends only on (seed, epoch), so a position is two integers — (epoch, index) — and
+`--resume` continues exactly where the run stopped. With several workers (DistributedDataParallel)
+each takes every `world`-th batch, starting at its `rank`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from ..tokenize import pad_batch
+
+
+def epoch_batches(lengths: Sequence[int], batch_size: int, seed: int, epoch: int,
+                  pool: int = 50) -> list[list[int]]:
+    """Example indices of every batch of `epoch`, in training order."""
+    g = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(len(lengths), generator=g).tolist()
+    batches: list[list[int]] = []
+    span = batch_size * pool
+    for start in range(0, len(order), span):
+        chunk = sorted(order[start:start + span], key=lambda i: lengths[i])  # stable: ties keep shuffle
+        batches.extend(chunk[i:i + batch_size] for i in range(0, len(chunk), batch_size))
+    perm = torch.randperm(len(batches), generator=g).tolist()
+    return [batches[i] for i in perm]
+
+
+class BatchStream:
+    """An endless stream of batches over epochs; `state_dict()` is the position to resume from."""
+
+    def __init__(self, lengths: Sequence[int], batch_size: int, seed: int, rank: int = 0, world: int = 1):
+        if not lengths:
+            raise ValueError("no training examples")
+        self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
+        self.rank, self.world = rank, world
+        self.epoch, self.index = 0, 0
+        self._batches: list[list[int]] | None = None
+
+    def _current(self) -> list[list[int]]:
+        if self._batches is None:
+            every = epoch_batches(self.lengths, self.batch_size, self.seed, self.epoch)
+            usable = max(self.world, len(every) - len(every) % self.world)  # equal share per worker
+            every = (every * self.world)[:usable] if len(every) < self.world else every[:usable]
+            self._batches = every[self.rank::self.world]
+        return self._batches
+
+    def next(self) -> list[int]:
+        batches = self._current()
+        if self.index >= len(batches):
+            self.epoch, self.index, self._batches = self.epoch + 1, 0, None
+            batches = self._current()
+        batch = batches[self.index]
+        self.index += 1
+        return batch
+
+    def state_dict(self) -> dict:
+        return {"epoch": self.epoch, "index": self.index}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.epoch, self.index, self._batches = int(state["epoch"]), int(state["index"]), None
+
+
+def collate_seq2seq(examples: Sequence[tuple[list[int], list[int]]], bos: int, eos: int, pad: int) -> dict:
+    """src (batch, src_len); tgt_in = <bos> y (teacher forcing); tgt_out = y <eos> (what to predict)."""
+    return {
+        "src": pad_batch([s for s, _ in examples], pad),
+        "tgt_in": pad_batch([[bos, *t] for _, t in examples], pad),
+        "tgt_out": pad_batch([[*t, eos] for _, t in examples], pad),
+    }
+
+
+def collate_lm(examples: Sequence[tuple[list[int]]], pad: int) -> dict:
+    """A window of ids predicts itself shifted by one: inp = ids[:-1], out = ids[1:]."""
+    ids = pad_batch([e[0] for e in examples], pad)
+    return {"inp": ids[:, :-1], "out": ids[:, 1:]}
+
+
+def example_length(example: tuple) -> int:
+    return max(len(part) for part in example)

@@ -1,0 +1,126 @@
+"""Frozen, validated training configuration (the paper's §5 training regime, plus options).
+
+`TrainConfig` holds everything about *how* a model is trained (the model's own shape lives in
+`ModelConfig`). Defaults follow "Attention Is All You Need" §5.3–5.4: Adam with β = (0.9, 0.98),
+ε = 1e-9, the warmup ("noam") schedule and label smoothing 0.1. A bad value stops at
+construction with one line naming the field.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import ConfigError
+
+TASKS = ("zh-en", "copy", "reverse", "sort", "add", "tsv", "lm")
+SCHEDULES = ("noam", "cosine", "constant")
+TOKENIZERS = ("char", "word", "jieba", "bpe", "unigram")
+MONITORS = ("loss", "exact_match")
+
+
+def _check(ok: bool, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def _positive(name: str, value: Any, allow_none: bool = False, integer: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    kind = int if integer else (int, float)
+    _check(not isinstance(value, bool) and isinstance(value, kind) and value > 0,
+           f"{name}={value!r} must be a positive {'integer' if integer else 'number'}")
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """How to train: task and data, optimiser, schedule, batching, evaluation, limits."""
+
+    task: str = "zh-en"
+    data: str | None = None  # a .tsv (task tsv) or .txt (task lm) file
+    out: str = "runs/run"
+    seed: int = 0
+    # ---- limits: training stops at whichever comes first ----
+    max_steps: int | None = None
+    max_minutes: float | None = None
+    # ---- tokenizers ----
+    tokenizer: str | None = None  # None: the task's default (see glassformer.train.tasks)
+    vocab_size: int | None = None  # for bpe / unigram
+    # ---- batching (length-bucketed, padded) ----
+    batch_size: int = 64  # sequences per micro-batch
+    accum_steps: int = 1  # micro-batches per optimiser step (gradient accumulation)
+    block_size: int = 128  # language models: tokens per training window
+    # ---- optimiser: AdamW (§5.3, with decoupled weight decay) ----
+    schedule: str = "noam"
+    lr: float = 1e-3  # peak rate for cosine/constant; noam computes its own (scaled by noam_factor)
+    noam_factor: float = 1.0
+    warmup: int = 400  # the paper uses 4000 for 100k steps; small tasks need far fewer
+    min_lr_ratio: float = 0.1  # cosine ends at lr · min_lr_ratio
+    beta1: float = 0.9
+    beta2: float = 0.98
+    eps: float = 1e-9
+    weight_decay: float = 0.01
+    label_smoothing: float = 0.1  # §5.4: ε_ls = 0.1
+    clip_norm: float | None = 1.0
+    bf16: bool = False
+    device: str = "cpu"
+    threads: int | None = None  # torch intra-op threads; None: 1 for the built-in tasks, else PyTorch's default
+    # ---- evaluation and early stopping ----
+    eval_every: int = 200
+    eval_size: int = 500  # at most this many held-out examples per evaluation
+    patience: int | None = 5  # evaluations without improvement before stopping
+    monitor: str | None = None  # None: exact_match for seq2seq tasks, loss for language models
+    stop_at: float | None = None  # stop as soon as the monitored exact match reaches this
+    log_every: int = 10
+    quiet: bool = False
+
+    def __post_init__(self) -> None:
+        _check(self.task in TASKS, f"task={self.task!r} is not one of {', '.join(TASKS)}")
+        _check(self.schedule in SCHEDULES, f"schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
+        _check(self.tokenizer is None or self.tokenizer in TOKENIZERS,
+               f"tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
+        _check(self.monitor is None or self.monitor in MONITORS,
+               f"monitor={self.monitor!r} is not one of {', '.join(MONITORS)}")
+        if self.task in ("tsv", "lm"):
+            _check(self.data is not None, f"task={self.task!r} needs a data file: pass --data PATH")
+        _check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
+               f"seed={self.seed!r} must be a non-negative integer")
+        for name in ("batch_size", "accum_steps", "block_size", "warmup", "eval_every", "eval_size", "log_every"):
+            _positive(name, getattr(self, name))
+        for name in ("max_steps", "vocab_size", "patience", "threads"):
+            _positive(name, getattr(self, name), allow_none=True)
+        for name in ("max_minutes", "clip_norm"):
+            _positive(name, getattr(self, name), allow_none=True, integer=False)
+        for name in ("lr", "noam_factor", "eps"):
+            _positive(name, getattr(self, name), integer=False)
+        for name in ("beta1", "beta2", "label_smoothing", "min_lr_ratio"):
+            v = getattr(self, name)
+            _check(isinstance(v, (int, float)) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")
+        _check(self.weight_decay >= 0, f"weight_decay={self.weight_decay!r} must be >= 0")
+        _check(self.stop_at is None or 0 < self.stop_at <= 1,
+               f"stop_at={self.stop_at!r} must be an exact-match fraction in (0, 1]")
+        _check(self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
+               f"device={self.device!r} must be cpu, cuda or cuda:N")
+
+    @property
+    def is_lm(self) -> bool:
+        return self.task == "lm"
+
+    @property
+    def monitored(self) -> str:
+        return self.monitor or ("loss" if self.is_lm else "exact_match")
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown training key(s): {', '.join(unknown)}")
+        return cls(**data)
+
+    def replace(self, **changes: Any) -> "TrainConfig":
+        return dataclasses.replace(self, **changes)

@@ -1,0 +1,135 @@
+"""Held-out evaluation: cross-entropy and perplexity, exact match, BLEU and chrF.
+
+- loss: mean cross-entropy per target token, *without* label smoothing, so perplexity
+  = exp(loss) is comparable across runs (the paper reports perplexity per word-piece, §6.2);
+- exact match: greedy translation (argmax at each step, the KV cache of `glassformer.generate`)
+  compared with the reference string;
+- BLEU and chrF: sacrebleu's corpus scores on the same translations (the paper reports BLEU).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+
+from ..errors import InputError
+from ..tokenize import pad_batch
+from .batching import collate_lm, collate_seq2seq
+
+
+def batch_loss(model, batch: dict, pad_id: int, label_smoothing: float = 0.0) -> tuple[torch.Tensor, int]:
+    """(summed cross-entropy over non-padding targets, number of those targets) for one batch."""
+    if "src" in batch:
+        logits = model(batch["src"], batch["tgt_in"])
+        target = batch["tgt_out"]
+    else:
+        logits = model(batch["inp"])
+        target = batch["out"]
+    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
+                           ignore_index=pad_id, label_smoothing=label_smoothing, reduction="sum")
+    return loss, int((target != pad_id).sum())
+
+
+def collate(examples: Sequence[tuple], config) -> dict:
+    if len(examples[0]) == 2:
+        return collate_seq2seq(examples, config.start_id, config.eos_id, config.pad_id)
+    return collate_lm(examples, config.pad_id)
+
+
+@torch.no_grad()
+def mean_loss(model, examples: Sequence[tuple], batch_size: int = 64, device: str = "cpu") -> float:
+    """Mean per-token cross-entropy (nats) over `examples`."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    order = sorted(range(len(examples)), key=lambda i: max(len(p) for p in examples[i]))
+    for start in range(0, len(order), batch_size):
+        batch = collate([examples[i] for i in order[start:start + batch_size]], model.config)
+        batch = {k: v.to(device) for k, v in batch.items()}
+        loss, n = batch_loss(model, batch, model.config.pad_id)
+        total, count = total + float(loss), count + n
+    model.train(was_training)
+    return total / max(count, 1)
+
+
+def _strip(row: list[int], config) -> list[int]:
+    """Target ids without the start token, cut at the first <eos>."""
+    if row and row[0] == config.start_id:
+        row = row[1:]
+    if config.eos_id in row:
+        row = row[:row.index(config.eos_id)]
+    return [i for i in row if i != config.pad_id]
+
+
+@torch.no_grad()
+def translate_ids(model, sources: Sequence[Sequence[int]], beam_size: int = 1, batch_size: int = 64,
+                  max_new_tokens: int | None = None, device: str = "cpu") -> list[list[int]]:
+    """Greedy (beam_size=1) or beam-search target ids for each source id list, in input order."""
+    from ..generate import generate
+
+    cfg = model.config
+    was_training = model.training
+    model.eval()
+    out: list[list[int] | None] = [None] * len(sources)
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    step = batch_size if beam_size == 1 else max(1, batch_size // beam_size)
+    for start in range(0, len(order), step):
+        idx = order[start:start + step]
+        src = pad_batch([sources[i] for i in idx], cfg.pad_id).to(device)
+        limit = max_new_tokens or 2 * src.shape[1] + 10
+        ids = generate(model, src, max_new_tokens=limit, strategy="greedy" if beam_size == 1 else "beam",
+                       beam_size=beam_size, eos_id=cfg.eos_id, src_padding_mask=src == cfg.pad_id)
+        for row, i in zip(ids.tolist(), idx):
+            out[i] = _strip(row, cfg)
+    model.train(was_training)
+    return out  # type: ignore[return-value]
+
+
+def translate_texts(model, src_tok, tgt_tok, texts: Sequence[str], beam_size: int = 1,
+                    device: str = "cpu") -> list[str]:
+    """Translate sentences with a trained encoder-decoder and its tokenizers."""
+    sources = []
+    for text in texts:
+        ids = src_tok.encode(text)
+        if not ids:
+            raise InputError(f"nothing to translate in {text!r}; give a non-empty sentence")
+        sources.append(ids)
+    return [tgt_tok.decode(ids) for ids in translate_ids(model, sources, beam_size, device=device)]
+
+
+def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Fraction of hypotheses identical to their reference (whitespace-normalised)."""
+    if not references:
+        return 0.0
+    same = sum(" ".join(h.split()) == " ".join(r.split()) for h, r in zip(hypotheses, references))
+    return same / len(references)
+
+
+def bleu_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
+    """sacrebleu corpus BLEU and chrF (one reference per sentence)."""
+    import sacrebleu
+    return {"bleu": sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score,
+            "chrf": sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score}
+
+
+def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool = False,
+             device: str = "cpu", beam_size: int = 1) -> dict[str, Any]:
+    """Metrics of `model` on a split of a TaskData: loss, perplexity (+ exact match, BLEU, chrF)."""
+    examples = data.encoded[split][:limit] if limit else data.encoded[split]
+    if not examples:
+        raise InputError(f"the {split} split of task {data.task} is empty; give more data")
+    loss = mean_loss(model, examples, device=device)
+    metrics: dict[str, Any] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "n": len(examples)}
+    if data.kind == "seq2seq":
+        raw = data.raw[split][:len(examples)]
+        hyps = [data.tgt_tok.decode(ids) for ids in
+                translate_ids(model, [s for s, _ in examples], beam_size, device=device)]
+        refs = [t for _, t in raw]
+        metrics["exact_match"] = exact_match(hyps, refs)
+        if with_bleu:
+            metrics.update(bleu_chrf(hyps, refs))
+        metrics["hypotheses"] = hyps
+    return metrics

@@ -1,0 +1,330 @@
+"""The training loop: teacher forcing, AdamW, warmup, label smoothing, clipping (paper §5).
+
+One optimiser step = `accum_steps` micro-batches, each a forward pass with teacher forcing
+(the decoder sees the reference prefix, seed §7.5), label-smoothed cross-entropy (§5.4),
+backward; then gradient clipping, AdamW and the learning-rate schedule (§5.3). Every
+`eval_every` steps the held-out split is scored, the best model saved to `best/` and the
+resumable state to `checkpoint/`; `patience` evaluations without improvement stop the run.
+
+The parts are separate functions so that DistributedDataParallel is a small change: wrap
+`model` after `build_model`, give `BatchStream` the rank and world size, and let only rank 0
+log and write (`Runtime.is_main`).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+
+from ..config import ModelConfig
+from ..errors import GlassformerError
+from ..nn import build_model
+from . import checkpoint as ckpt
+from . import distributed
+from .batching import example_length
+from .evaluate import batch_loss, collate, evaluate
+from .progress import Progress
+from .schedule import make_scheduler
+from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
+
+DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
+
+
+class TrainingDiverged(GlassformerError):
+    """The loss became NaN or infinite; the last good checkpoint is kept."""
+
+
+@dataclass
+class Runtime:
+    """Where this process sits in a (possibly distributed) run."""
+
+    device: str = "cpu"
+    rank: int = 0
+    world: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+@dataclass
+class TrainResult:
+    run_dir: Path
+    step: int
+    stop_reason: str
+    elapsed_s: float
+    best: dict[str, Any] = field(default_factory=dict)  # held-out metrics of the best model
+    test: dict[str, Any] = field(default_factory=dict)  # test-split metrics of the best model
+
+
+# ---- reproducibility ----
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def rng_state() -> dict:
+    state = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict) -> None:
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+# ---- the pieces of one step ----
+def build_optimizer(model: torch.nn.Module, cfg) -> torch.optim.AdamW:
+    """AdamW (§5.3's Adam with decoupled weight decay); no decay on biases, gains and 1-D tensors."""
+    decay, no_decay = [], []
+    for p in model.parameters():
+        (decay if p.dim() >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=1.0, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps)
+
+
+def forward_backward(model, micro_batches: Sequence[dict], cfg, pad_id: int, device: str,
+                     rt: Runtime | None = None) -> tuple[float, int]:
+    """Accumulate gradients over micro-batches; return (mean smoothed loss per token, tokens).
+
+    With several workers the tokens are those of the global batch; DDP averages gradients over
+    workers, so each scales its loss by `world` to get the mean over all tokens.
+    """
+    rt = rt or Runtime(device=device)
+    n_local = sum(int((b["tgt_out" if "tgt_out" in b else "out"] != pad_id).sum()) for b in micro_batches)
+    n_total = int(distributed.all_sum(n_local, rt))
+    total = 0.0
+    for b in micro_batches:
+        b = {k: v.to(device) for k, v in b.items()}
+        with torch.autocast(device_type=device.split(":")[0], dtype=torch.bfloat16, enabled=cfg.bf16):
+            loss_sum, _ = batch_loss(model, b, pad_id, cfg.label_smoothing)
+        (loss_sum * rt.world / max(n_total, 1)).backward()  # every token weighs the same across micro-batches
+        total += float(loss_sum.detach())
+    return distributed.all_sum(total, rt) / max(n_total, 1), n_total
+
+
+def _score(metrics: dict, monitor: str) -> tuple:
+    """Bigger is better: (exact match, -loss) or (-loss,)."""
+    if monitor == "exact_match":
+        return (metrics.get("exact_match", 0.0), -metrics["loss"])
+    return (-metrics["loss"],)
+
+
+class MetricsLog:
+    """metrics.jsonl: one JSON object per line (train every log_every steps, each evaluation)."""
+
+    def __init__(self, path: Path, resume_step: int | None, enabled: bool):
+        self.path, self.enabled = path, enabled
+        if not enabled:
+            return
+        if resume_step is None:
+            path.write_text("", encoding="utf-8")
+        elif path.exists():  # drop lines written after the checkpoint we resume from
+            keep = [ln for ln in path.read_text(encoding="utf-8").splitlines()
+                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
+            path.write_text("".join(ln + "\n" for ln in keep), encoding="utf-8")
+
+    def write(self, record: dict) -> None:
+        if self.enabled:
+            with self.path.open("a", encoding="utf-8") as f:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+
+# ---- the loop ----
+def train(cfg, model_config: ModelConfig | None = None, data: TaskData | None = None, *,
+          resume: bool = False, runtime: Runtime | None = None,
+          callbacks: Sequence[Callable[[int, torch.nn.Module, float], None]] = (),
+          model_overrides: dict | None = None) -> TrainResult:
+    """Train per `cfg` (a TrainConfig) into the run folder `cfg.out`; return the outcome.
+
+    resume=True restores the run's own configs, tokenizers, weights, optimiser, schedule, RNG
+    states and data position from `cfg.out/checkpoint/` (only the limits come from `cfg`; pass
+    `data` again if the run was given its own), so an interrupted and resumed run ends with the
+    weights of an uninterrupted one.
+    `callbacks(step, model, loss)` run after each optimiser step.
+    """
+    threads_before = torch.get_num_threads()
+    try:
+        return _train(cfg, model_config, data, resume=resume, runtime=runtime, callbacks=callbacks,
+                      model_overrides=model_overrides)
+    finally:
+        torch.set_num_threads(threads_before)  # the caller's setting again, whatever the run used
+
+
+def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrides) -> TrainResult:
+    rt = runtime or distributed.runtime_from_env(cfg.device)  # torchrun sets RANK, WORLD_SIZE
+    run_dir = Path(cfg.out)
+    state = None
+    if resume:
+        saved = ckpt.load_checkpoint(run_dir / "checkpoint")
+        state = ckpt.load_train_state(run_dir / "checkpoint")
+        from .config import TrainConfig
+        was = state["train_config"]  # limits not given again are the run's own
+        limits = {k: getattr(cfg, k) if getattr(cfg, k) is not None else was[k] for k in ("max_steps", "max_minutes")}
+        cfg = TrainConfig.from_dict({**was, "out": cfg.out, "quiet": cfg.quiet, **limits})
+        model_config = saved.config
+        if data is None:  # the task's data again, read with the run's own tokenizers
+            data = load_task(cfg, (saved.src_tokenizer, saved.tgt_tokenizer))
+    threads = cfg.threads if cfg.threads is not None else TASK_THREADS.get(cfg.task)
+    if threads is not None:
+        torch.set_num_threads(threads)
+    seed_everything(cfg.seed)
+    data = data if data is not None else load_task(cfg)
+    model_config = model_config or default_model_config(data, **(model_overrides or {}))
+    if rt.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    max_steps = cfg.max_steps or (None if cfg.max_minutes else DEFAULT_MAX_STEPS)
+
+    model = build_model(model_config).to(rt.device).train()
+    optimizer = build_optimizer(model, cfg)
+    scheduler = make_scheduler(optimizer, cfg, model_config.d_model)
+    train_set = data.encoded["train"]
+    stream = distributed.make_stream([example_length(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
+    step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
+    if state is not None:
+        model.load_state_dict(saved.model.state_dict())
+        optimizer.load_state_dict(state["optimizer"])
+        scheduler.load_state_dict(state["scheduler"])
+        stream.load_state_dict(state["stream"])
+        step, bad_evals, tokens_seen = state["step"], state["bad_evals"], state["tokens_seen"]
+        best_score = tuple(state["best_score"]) if state["best_score"] is not None else None
+        best_metrics, last_saved = state["best_metrics"], state["step"]
+        set_rng_state(state["rng"])
+    train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
+    log = MetricsLog(run_dir / "metrics.jsonl", step if resume else None, rt.is_main)
+    monitor = cfg.monitored
+    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict()}
+
+    def save(dirname: str, with_state: bool, metrics: dict) -> None:
+        if not rt.is_main:
+            return
+        s = None
+        if with_state:
+            s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
+                 "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
+                 "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
+                 "train_config": cfg.to_dict()}
+        ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
+                             {**meta_base, "step": step, "metrics": _public(metrics)})
+
+    def run_eval() -> dict:
+        m = evaluate(model, data, "valid", limit=cfg.eval_size, device=rt.device) if rt.is_main else None
+        model.train()
+        return distributed.broadcast(m, rt)  # rank 0 scores; every worker takes the same decisions
+
+    start = time.monotonic()
+    stop_reason = "max_steps"
+    progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
+    window_tokens, window_start = 0, time.monotonic()
+    with progress:
+        while True:
+            if max_steps is not None and step >= max_steps:
+                stop_reason = "max_steps"
+                break
+            elapsed = time.monotonic() - start
+            if cfg.max_minutes is not None:  # rank 0's clock decides, so no worker stops alone
+                elapsed = distributed.broadcast(elapsed, rt)
+            if cfg.max_minutes is not None and elapsed >= cfg.max_minutes * 60:
+                stop_reason = "max_minutes"
+                break
+            micro = [collate([train_set[i] for i in stream.next()], model_config) for _ in range(cfg.accum_steps)]
+            lr = scheduler.get_last_lr()[0]
+            optimizer.zero_grad(set_to_none=True)
+            loss, n_tok = forward_backward(train_model, micro, cfg, model_config.pad_id, rt.device, rt)
+            if not math.isfinite(loss):
+                raise TrainingDiverged(_diverged_message(loss, step + 1, run_dir, last_saved))
+            if cfg.clip_norm is not None:
+                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+            optimizer.step()
+            scheduler.step()
+            step += 1
+            tokens_seen += n_tok
+            window_tokens += n_tok
+            for fn in callbacks:
+                fn(step, model, loss)
+            if step % cfg.log_every == 0:
+                now = time.monotonic()
+                tps = window_tokens / max(now - window_start, 1e-9)
+                window_tokens, window_start = 0, now
+                log.write({"step": step, "split": "train", "loss": loss, "lr": lr, "tokens_per_s": tps,
+                           "elapsed_s": now - start})
+                progress.update(step, time.monotonic() - start, loss=loss, lr=lr, tps=tps)
+            if step % cfg.eval_every == 0:
+                metrics = run_eval()
+                score = _score(metrics, monitor)
+                improved = best_score is None or score > best_score
+                if improved:
+                    best_score, best_metrics, bad_evals = score, _public(metrics), 0
+                    save("best", False, metrics)
+                else:
+                    bad_evals += 1
+                log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})
+                progress.note(_eval_line(step, metrics, improved))
+                save("checkpoint", True, metrics)
+                last_saved = step
+                if cfg.stop_at is not None and metrics.get("exact_match", 0.0) >= cfg.stop_at:
+                    stop_reason = "target reached"
+                    break
+                if cfg.patience is not None and bad_evals >= cfg.patience:
+                    stop_reason = "early stopping"
+                    break
+    if last_saved != step:  # stopped between evaluations: score and save where we are
+        metrics = run_eval()
+        log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})
+        if best_score is None or _score(metrics, monitor) > best_score:
+            best_score, best_metrics = _score(metrics, monitor), _public(metrics)
+            save("best", False, metrics)
+        save("checkpoint", True, metrics)
+    result = _finish(cfg, data, run_dir, step, stop_reason, time.monotonic() - start, best_metrics, log, rt)
+    distributed.shutdown(rt)
+    return result
+
+
+def _finish(cfg, data, run_dir, step, stop_reason, elapsed, best_metrics, log, rt) -> TrainResult:
+    """Score the best model on the test split, draw the loss curve."""
+    result = TrainResult(run_dir, step, stop_reason, elapsed, best_metrics)
+    if not rt.is_main:
+        return result
+    best = ckpt.load_checkpoint(run_dir, device=rt.device)
+    if data.encoded.get("test"):
+        result.test = evaluate(best.model, data, "test", with_bleu=data.kind == "seq2seq", device=rt.device)
+        log.write({"step": step, "split": "test", **_public(result.test)})
+    from .plots import loss_curve
+    try:
+        loss_curve(run_dir / "metrics.jsonl", run_dir / "loss.png")
+    except Exception as e:  # a missing font or backend must not lose a finished run
+        print(f"warning: could not draw the loss curve ({e})")
+    return result
+
+
+def _public(metrics: dict) -> dict:
+    """Metrics without the per-sentence hypotheses (kept out of JSON files)."""
+    return {k: v for k, v in metrics.items() if k != "hypotheses"}
+
+
+def _eval_line(step: int, m: dict, improved: bool) -> str:
+    parts = [f"step {step:>6}", f"valid loss {m['loss']:.4f}", f"ppl {m['ppl']:.2f}"]
+    if "exact_match" in m:
+        parts.append(f"exact match {100 * m['exact_match']:.1f}%")
+    return "  ".join(parts) + ("  (best)" if improved else "")
+
+
+def _diverged_message(loss: float, step: int, run_dir: Path, last_saved: int | None) -> str:
+    kept = (f"the last good checkpoint (step {last_saved}) is kept in {run_dir / 'checkpoint'}"
+            if last_saved is not None else "no checkpoint had been written yet")
+    return (f"training stopped: the loss became {loss} at step {step}; {kept}; "
+            "lower the learning rate (--lr, --noam-factor) or keep --clip-norm on")

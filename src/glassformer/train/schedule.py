@@ -1,0 +1,55 @@
+"""Learning-rate schedules: the paper's warmup ("noam") schedule and cosine decay.
+
+The 2017 paper §5.3:  lrate = d_model^−0.5 · min(step^−0.5, step · warmup_steps^−1.5)
+— a linear rise for `warmup` steps, then decay as 1/sqrt(step). Post-LN Transformers need the
+warmup: without it the early, large updates through the un-normalised residual path diverge
+(seed 000 §4.4). Cosine (with the same linear warmup) is the common modern alternative.
+
+Each schedule is a plain function of the 1-based update number, wrapped in PyTorch's
+`LambdaLR` (optimiser lr fixed at 1.0, so the lambda *is* the rate) whose state is one counter:
+resuming restores it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable
+
+import torch
+
+from ..errors import ConfigError
+
+
+def noam(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """The paper's rate for update number `step` (1-based)."""
+    step = max(step, 1)
+    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def cosine(step: int, peak: float, warmup: int, total: int, min_ratio: float = 0.1) -> float:
+    """Linear warmup to `peak`, then half a cosine down to peak · min_ratio at `total`."""
+    step = max(step, 1)
+    if step <= warmup:
+        return peak * step / warmup
+    progress = min(1.0, (step - warmup) / max(1, total - warmup))
+    return peak * (min_ratio + (1 - min_ratio) * 0.5 * (1 + math.cos(math.pi * progress)))
+
+
+def rate_function(cfg, d_model: int) -> Callable[[int], float]:
+    """The rate as a function of the 1-based update number, for a TrainConfig."""
+    if cfg.schedule == "noam":
+        return lambda s: noam(s, d_model, cfg.warmup, cfg.noam_factor)
+    if cfg.schedule == "cosine":
+        if cfg.max_steps is None:
+            raise ConfigError("schedule='cosine' needs --max-steps (it decays to the last step)")
+        return lambda s: cosine(s, cfg.lr, min(cfg.warmup, cfg.max_steps), cfg.max_steps, cfg.min_lr_ratio)
+    return lambda s: cfg.lr  # constant
+
+
+def make_scheduler(optimizer: torch.optim.Optimizer, cfg, d_model: int) -> torch.optim.lr_scheduler.LambdaLR:
+    """LambdaLR whose i-th value (0-based, as PyTorch counts) is the rate of update i + 1."""
+    rate = rate_function(cfg, d_model)
+    for group in optimizer.param_groups:
+        group["lr"] = 1.0
+        group["initial_lr"] = 1.0
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: rate(i + 1))

@@ -1,0 +1,183 @@
+"""The train / translate / generate / eval commands, end to end, and their one-line errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import sacrebleu
+import torch
+
+from glassformer.cli import main
+from glassformer.train import TrainConfig, load_checkpoint
+from glassformer.train.tasks import raw_splits
+
+TINY_FLAGS = ["--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--norm-position", "pre",
+              "--schedule", "cosine", "--lr", "3e-3", "--warmup", "10", "--batch-size", "32", "--quiet",
+              "--threads", "1"]
+
+NOAM = ["--schedule", "noam", "--warmup", "20", "--noam-factor", "2"]
+
+
+def run(monkeypatch, capsys, *args: str) -> tuple[int, str, str]:
+    """Run `glassformer ARGS` in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["glassformer", *args])
+    code = 0
+    try:
+        main()
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+@pytest.fixture(autouse=True)
+def _threads():
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def reverse_run(tmp_path_factory):
+    """A tiny reverse model trained for 60 steps through the CLI."""
+    out = tmp_path_factory.mktemp("rev") / "run"
+    mp = pytest.MonkeyPatch()
+    mp.setattr(sys, "argv", ["glassformer", "train", "--task", "reverse", "--out", str(out), "--max-steps", "60",
+                             "--eval-every", "30", "--eval-size", "50", "--seed", "3", *TINY_FLAGS, *NOAM])
+    try:
+        main()
+    except SystemExit as e:
+        assert e.code in (0, None)
+    finally:
+        mp.undo()
+    return out
+
+
+def test_model_flags_reach_the_config(reverse_run):
+    ck = load_checkpoint(reverse_run)
+    c = ck.config
+    assert (c.d_model, c.n_heads, c.n_layers, c.d_ff, c.norm_position) == (32, 2, 1, 64, "pre")
+    assert ck.meta["step"] in (30, 60) and ck.meta["task"] == "reverse"
+    records = [json.loads(x) for x in (reverse_run / "metrics.jsonl").read_text().splitlines()]
+    assert {"train", "valid", "test"} <= {r["split"] for r in records}
+    assert (reverse_run / "loss.png").stat().st_size > 10_000
+
+
+def test_translate_json_gives_one_line_per_input(reverse_run, monkeypatch, capsys):
+    code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(reverse_run), "--json", "1 2 3", "4 5")
+    assert code == 0, err
+    rows = [json.loads(line) for line in out.splitlines()]
+    assert [r["source"] for r in rows] == ["1 2 3", "4 5"]
+    assert all(set(r) == {"source", "translation"} and isinstance(r["translation"], str) for r in rows)
+
+
+def test_resume_through_the_cli_matches_the_uninterrupted_run(reverse_run, tmp_path, monkeypatch, capsys):
+    out = tmp_path / "run"
+    base = ["train", "--task", "reverse", "--out", str(out), "--eval-every", "30", "--eval-size", "50",
+            "--seed", "3", *TINY_FLAGS, *NOAM]  # noam: the rate does not depend on --max-steps
+    assert run(monkeypatch, capsys, *base, "--max-steps", "30")[0] == 0
+    code, stdout, err = run(monkeypatch, capsys, "train", "--out", str(out), "--resume", "--max-steps", "60", "--quiet")
+    assert code == 0, err
+    assert "stopped after 60 steps" in stdout
+    a = load_checkpoint(reverse_run / "checkpoint").model.state_dict()
+    b = load_checkpoint(out / "checkpoint").model.state_dict()
+    assert all(torch.allclose(a[k], b[k], atol=1e-6, rtol=0) for k in a)
+
+
+def test_tsv_eval_reports_sacrebleu_of_the_translations(tmp_path, monkeypatch, capsys):
+    from glassformer.data.zh_en import zh_en_splits
+    pairs = zh_en_splits(seed=0)["train"][:400]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    code, _, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(path), "--out", str(run_dir),
+                       "--max-steps", "40", "--eval-every", "40", "--vocab-size", "200", *TINY_FLAGS)
+    assert code == 0, err
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir), "--json")
+    assert code == 0, err
+    metrics = json.loads(out)
+    test = raw_splits(TrainConfig(task="tsv", data=str(path), seed=0))["test"]
+    code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(run_dir), "--json", *[s for s, _ in test])
+    hyps = [json.loads(line)["translation"] for line in out.splitlines()]
+    refs = [t for _, t in test]
+    assert metrics["n"] == len(test) == len(hyps)
+    assert metrics["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert metrics["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    assert metrics["exact_match"] == pytest.approx(sum(h == r for h, r in zip(hyps, refs)) / len(refs))
+    code, out, _ = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir))
+    assert code == 0 and "BLEU" in out and "chrF" in out and "exact match" in out
+
+
+def test_language_model_generates_and_reports_perplexity(tmp_path, monkeypatch, capsys):
+    text = tmp_path / "corpus.txt"
+    text.write_text("the cat eats the fish.\nthe dog sees the bird.\n" * 60, encoding="utf-8")
+    run_dir = tmp_path / "lm"
+    code, _, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(text), "--out", str(run_dir),
+                       "--max-steps", "60", "--eval-every", "30", "--block-size", "32", *TINY_FLAGS)
+    assert code == 0, err
+    code, out, err = run(monkeypatch, capsys, "generate", "--ckpt", str(run_dir), "--prompt", "the ",
+                         "--max-new-tokens", "12", "--temperature", "0")
+    assert code == 0, err
+    assert out.startswith("the ") and len(out.strip()) > len("the")
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir), "--data", str(text), "--json")
+    assert code == 0, err
+    m = json.loads(out)
+    assert 1.0 < m["ppl"] < 10.0  # a character alphabet of ~20: far below uniform guessing
+
+
+BAD_TSV = "猫 吃 鱼\tthe cat eats the fish\nonly one column\n"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["train", "--task", "nope"], "task='nope'"),
+    (["train", "--task", "tsv"], "needs a data file"),
+    (["train", "--task", "tsv", "--data", "{tmp}/missing.tsv"], "no such file"),
+    (["train", "--task", "tsv", "--data", "{tmp}/bad.tsv"], "line 2"),
+    (["train", "--task", "lm", "--data", "{tmp}/binary.txt"], "binary"),
+    (["train", "--task", "copy", "--norm", "wrongnorm", "--max-steps", "1"], "norm='wrongnorm'"),
+    (["train", "--task", "copy", "--d-model", "30", "--heads", "4", "--max-steps", "1"], "not divisible"),
+    (["train", "--task", "copy", "--batch-size", "0"], "batch_size=0"),
+    (["train", "--out", "{tmp}/empty", "--resume"], "does not exist"),
+    (["train", "--task", "copy", "--out", "{tmp}/nan", "--schedule", "constant", "--lr", "1e30", "--max-steps", "8",
+      "--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--quiet"], "the loss became nan"),
+    (["translate", "--ckpt", "{tmp}/nothing", "猫 吃 鱼"], "does not exist"),
+    (["translate", "--ckpt", "{tmp}", "猫 吃 鱼"], "not a glassformer checkpoint"),
+    (["generate", "--ckpt", "{tmp}/nothing", "--prompt", "x"], "does not exist"),
+    (["eval", "--ckpt", "{tmp}/nothing"], "does not exist"),
+])
+def test_user_mistakes_are_one_line(tmp_path, monkeypatch, capsys, args, words):
+    (tmp_path / "bad.tsv").write_text(BAD_TSV, encoding="utf-8")
+    (tmp_path / "binary.txt").write_bytes(b"abc\x00\x01\x02\n")
+    code, out, err = run(monkeypatch, capsys, *[a.replace("{tmp}", str(tmp_path)) for a in args])
+    assert code == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
+    assert "Traceback" not in err + out
+
+
+def test_translator_and_lm_commands_are_not_mixed_up(reverse_run, monkeypatch, capsys):
+    code, _, err = run(monkeypatch, capsys, "generate", "--ckpt", str(reverse_run), "--prompt", "1 2")
+    assert code == 2 and "use `glassformer translate`" in err and len(err.strip().splitlines()) == 1
+    code, _, err = run(monkeypatch, capsys, "translate", "--ckpt", str(reverse_run), "")
+    assert code == 2 and "empty sentence" in err
+    code, _, err = run(monkeypatch, capsys, "translate", "--ckpt", str(reverse_run), "--beam", "0", "1")
+    assert code == 2 and "--beam 0" in err
+
+
+def test_demo_alignment_matches_the_cached_decoder(reverse_run, tmp_path):
+    """The demo's heatmap (one traced full pass) equals the attention generate() records step by step."""
+    from glassformer.commands.demo import cross_attention, draw_alignment
+    from glassformer.generate import generate
+
+    ck = load_checkpoint(reverse_run)
+    src = ck.src_tokenizer.encode("1 2 3 4")
+    ids, attn = generate(ck.model, torch.tensor([src]), max_new_tokens=10, return_cross_attention=True)
+    tgt = [i for i in ids[0, 1:].tolist() if i not in (ck.config.eos_id, ck.config.pad_id)]
+    weights = cross_attention(ck.model, src, tgt)  # rows: each predicted token, then <eos>
+    n = min(weights.shape[0], attn.shape[1])
+    assert torch.allclose(weights[:n], attn[0, :n], atol=1e-5)
+    assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[0]), atol=1e-5)
+    png, looked = draw_alignment(ck, "1 2 3 4", tmp_path / "alignment.png")
+    assert png.stat().st_size > 5_000 and [t for t, _ in looked] == [ck.tgt_tokenizer.id_to_token(i) for i in tgt]
