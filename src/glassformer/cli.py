@@ -13,6 +13,11 @@ import sys
 
 import typer
 
+try:  # recent Typer vendors its own click
+    from typer._click.exceptions import UsageError
+except ImportError:  # pragma: no cover - older Typer on real click
+    from click.exceptions import UsageError
+
 from .errors import GlassformerError
 
 app = typer.Typer(
@@ -49,7 +54,15 @@ def fail(message: str, code: int = 2) -> None:
 
 def main() -> None:
     try:
-        app()
+        code = app(standalone_mode=False)
+    except UsageError as e:  # unknown option, bad value, missing argument: one line
+        where = e.ctx.command_path if e.ctx is not None else "glassformer"
+        message = " ".join(e.format_message().split())
+        typer.echo(f"error: {message} (see `{where} --help`)", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        typer.echo("aborted", err=True)
+        sys.exit(130)
     except GlassformerError as e:
         typer.echo(f"error: {e}", err=True)
         sys.exit(2)
@@ -59,3 +72,5 @@ def main() -> None:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         sys.exit(130)
+    if isinstance(code, int) and code:
+        sys.exit(code)
