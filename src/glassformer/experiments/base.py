@@ -1,0 +1,82 @@
+"""What every experiment module shares: its context, its outcome, and a standard tagging run.
+
+An experiment module defines `ID`, `CLAIM` (the seed's words, translated), `SECTION`, and
+`run(ctx) -> Outcome`. The registry turns an outcome into the report row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from ..config import ModelConfig
+from ..nn import build_model
+from .runner import PAD, TrainResult, TrainSpec, evaluate_tagging, set_seed, tagging_loss, train
+from .synthetic import TaggingTask
+from .verdict import Check, Variant
+
+
+@dataclass
+class Context:
+    quick: bool
+    seeds: list[int]
+    out_dir: Path  # plots go here
+    log: Callable[[str], None] = print
+
+    def pick(self, quick, full):
+        """The quick (CI) setting or the full one."""
+        return quick if self.quick else full
+
+
+@dataclass
+class Outcome:
+    variants: list[Variant]
+    checks: list[Check]
+    setup: str  # what was trained, in one paragraph
+    plots: list[tuple[str, str]] = field(default_factory=list)  # (file name, caption)
+    notes: str = ""  # what might explain a result that did not reproduce
+    extra: dict = field(default_factory=dict)  # curves etc., kept in the JSON
+
+
+def tiny_config(vocab_size: int, **changes) -> ModelConfig:
+    """A small causal model (decoder-only) used unless an experiment changes a field."""
+    base = dict(arch="decoder", vocab_size=vocab_size, d_model=64, n_heads=4, n_layers=2, d_ff=256,
+                pad_id=PAD, tie_embeddings=False, dropout=0.0)
+    base.update(changes)
+    return ModelConfig(**base)
+
+
+@dataclass
+class TaggingRun:
+    result: TrainResult
+    metrics: dict  # eval name -> {"accuracy", "exact", "loss"}
+    model: torch.nn.Module
+    params: int
+
+
+def run_tagging(cfg: ModelConfig, task: TaggingTask, spec: TrainSpec, seed: int,
+                evals: dict[str, list[tuple]] | None = None, model: torch.nn.Module | None = None,
+                first_layer: Callable[[torch.nn.Module], torch.nn.Module] | None = None) -> TaggingRun:
+    """Build (or take) a model, train it on `task` with `spec`, evaluate it on fixed batches."""
+    set_seed(seed)
+    if model is None:
+        model = build_model(cfg)
+    layer = first_layer(model) if first_layer else _first_layer(model)
+    result = train(model, task.sampler(spec.batch_size, seed + 10_000), tagging_loss(spec.label_smoothing),
+                   spec, first_layer=layer)
+    metrics = {}
+    for name, batches in (evals or {}).items():
+        metrics[name] = evaluate_tagging(model, batches) if not result.diverged else \
+            {"accuracy": task.chance, "exact": 0.0, "loss": float("inf")}
+    return TaggingRun(result, metrics, model, sum(p.numel() for p in model.parameters()))
+
+
+def _first_layer(model: torch.nn.Module) -> torch.nn.Module | None:
+    for name in ("dec", "enc"):
+        stack = getattr(model, name, None)
+        if stack is not None and len(stack):
+            return stack[0]
+    return None

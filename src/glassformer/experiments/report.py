@@ -1,0 +1,142 @@
+"""REPORT.md, its plots and the JSON rows of `glassformer ablate`.
+
+The report is written so that `DIR/REPORT.md` + `DIR/claims/*.png` can be copied as-is to
+`docs/claims.md` + `docs/claims/` (the links are relative to the report).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only, never a window
+import matplotlib.pyplot as plt  # noqa: E402
+
+from .verdict import RULE  # noqa: E402
+
+PLOT_DIR = "claims"
+
+
+def line_plot(path: Path, series: dict[str, tuple[Sequence[float], Sequence[float]]], xlabel: str,
+              ylabel: str, title: str, logx: bool = False, logy: bool = False,
+              bands: dict[str, Sequence[float]] | None = None) -> None:
+    """One line per series (x, y); optional ± band per series; NaN/inf points are skipped."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=100)
+    for name, (xs, ys) in series.items():
+        pts = [(x, y) for x, y in zip(xs, ys) if y is not None and math.isfinite(y)]
+        if not pts:
+            continue
+        px, py = zip(*pts)
+        line, = ax.plot(px, py, label=name, marker="o" if len(px) <= 12 else None, lw=1.4)
+        if bands and name in bands:
+            lo = [y - s for y, s in zip(py, bands[name])]
+            hi = [y + s for y, s in zip(py, bands[name])]
+            ax.fill_between(px, lo, hi, alpha=0.2, color=line.get_color())
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+
+
+def smooth(xs: Sequence[float], k: int = 10) -> list[float]:
+    """Running mean over k steps (loss curves are noisy at small batch sizes)."""
+    out, acc = [], []
+    for x in xs:
+        acc.append(x)
+        if len(acc) > k:
+            acc.pop(0)
+        out.append(sum(acc) / len(acc))
+    return out
+
+
+def mean_curve(curves: Sequence[Sequence[float]]) -> list[float]:
+    """Step-wise mean of several loss curves (shorter, diverged curves end early)."""
+    n = max((len(c) for c in curves), default=0)
+    out = []
+    for i in range(n):
+        xs = [c[i] for c in curves if i < len(c) and math.isfinite(c[i])]
+        out.append(sum(xs) / len(xs) if xs else math.nan)
+    return out
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return str(v)
+        if v != 0 and (abs(v) < 1e-3 or abs(v) >= 1e4):
+            return f"{v:.3g}"
+        return f"{v:.4g}"
+    return str(v)
+
+
+def _row_md(row: dict) -> list[str]:
+    lines = [f"## `{row['id']}` — {row['verdict']}", "",
+             f"**Claim** ({row['seed_section']}): {row['claim']}", "",
+             f"**Setup**: {row['setup']}", "",
+             "| variant | metric | values (one per seed) | mean | std |", "|---|---|---|---|---|"]
+    for v in row["variants"]:
+        vals = ", ".join(_fmt(x) for x in v["values"])
+        lines.append(f"| {v['name']} | {v['metric']} | {vals} | {_fmt(v['mean'])} | {_fmt(v['std'])} |")
+    lines += ["", "| check | A (claimed better) | B | d | s | δ | main | verdict |",
+              "|---|---|---|---|---|---|---|---|"]
+    for c in row["checks"]:
+        lines.append(f"| {c['claim']} | {c['better']} | {c['worse']} | {_fmt(c['difference'])} | "
+                     f"{_fmt(c['spread'])} | {_fmt(c['min_effect'])} | {'yes' if c['main'] else 'side'} | "
+                     f"{c['verdict']} |")
+    lines.append("")
+    for file, caption in row.get("plots", []):
+        lines += [f"![{caption}]({PLOT_DIR}/{file})", f"*{caption}*", ""]
+    if row.get("notes"):
+        lines += [f"**Reading**: {row['notes']}", ""]
+    lines.append(f"*Time: {row['seconds']:.1f} s.*")
+    lines.append("")
+    return lines
+
+
+def write_report(rows: list[dict], out_dir: Path, header: dict) -> Path:
+    """DIR/REPORT.md (summary table, rule, one section per experiment) and DIR/results.json."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = ["# Do the seeds' claims hold? — `glassformer ablate`", "",
+             f"Mode: **{header['mode']}**; seeds: {header['seeds']}; total time {header['seconds']:.0f} s "
+             f"on {header['machine']}; command: `{header['command']}`.", "",
+             "Each experiment trains small models from scratch with the lean trainer of "
+             "`glassformer.experiments.runner` and measures one number per seed. Nothing is "
+             "chosen by hand: the verdict follows from the numbers by the rule below.", "",
+             "## Verdict rule", "", RULE, "",
+             "## Summary", "", "| id | claim | seed section | verdict |", "|---|---|---|---|"]
+    for row in rows:
+        claim = row["claim"] if len(row["claim"]) < 140 else row["claim"][:137] + "..."
+        lines.append(f"| [`{row['id']}`](#{row['id']}--{row['verdict'].replace(' ', '-')}) | {claim} | "
+                     f"{row['seed_section']} | **{row['verdict']}** |")
+    lines.append("")
+    for row in rows:
+        lines += _row_md(row)
+    path = out_dir / "REPORT.md"
+    path.write_text("\n".join(lines), encoding="utf-8")
+    write_json(rows, out_dir / "results.json")
+    return path
+
+
+def write_json(rows: list[dict], path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rows, indent=1, ensure_ascii=False, allow_nan=False,
+                               default=_json_default), encoding="utf-8")
+
+
+def _json_default(o):
+    raise TypeError(f"not JSON-serialisable: {type(o).__name__}")

@@ -1,0 +1,236 @@
+"""`glassformer ablate`: every experiment runs under --quick, rows are well-formed, the verdict
+rule does what its docstring says on hand-made numbers, and the no-PE permutation argument of
+seed §3.1 holds against a torch computation."""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+import sys
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from glassformer.cli import app
+from glassformer.config import ModelConfig
+from glassformer.experiments import EXPERIMENTS
+from glassformer.experiments.runner import lr_at
+from glassformer.experiments.synthetic import TaggingTask
+from glassformer.experiments.verdict import FAILS, HOLDS, UNSURE, Check, Variant, combine, decide, mean_std
+from glassformer.nn import build_model
+
+
+# ---- the verdict rule on hand-made numbers ----
+def test_decide_holds_when_the_gap_exceeds_both_spreads():
+    verdict, d, s = decide([1.0, 1.1, 0.9], [0.5, 0.6, 0.4], True, 0.1)
+    assert verdict == HOLDS
+    assert d == pytest.approx(0.5) and s == pytest.approx(0.1)
+
+
+def test_decide_direction_lower_is_better():
+    assert decide([0.5, 0.6, 0.4], [1.0, 1.1, 0.9], False, 0.1)[0] == HOLDS
+    assert decide([1.0, 1.1, 0.9], [0.5, 0.6, 0.4], False, 0.1)[0] == FAILS  # the opposite measured
+
+
+def test_decide_no_effect_of_the_claimed_size_does_not_hold():
+    verdict, d, _ = decide([0.50, 0.51, 0.49], [0.50, 0.50, 0.50], True, 0.1)
+    assert verdict == FAILS and abs(d) < 0.1
+
+
+def test_decide_noisy_seeds_are_inconclusive():
+    # d = 0.1 but the seeds of A spread by 0.4: cannot tell
+    assert decide([0.1, 0.9, 0.5], [0.3, 0.4, 0.5], True, 0.05)[0] == UNSURE
+
+
+def test_decide_needs_three_finite_values_a_side():
+    assert decide([1.0, 1.0], [0.0, 0.0], True, 0.1)[0] == UNSURE
+    assert decide([1.0, 1.0, None], [0.0, 0.0, 0.0], True, 0.1)[0] == UNSURE
+    assert decide([1.0, 1.0, math.nan], [0.0, 0.0, 0.0], True, 0.1)[0] == UNSURE
+
+
+def test_mean_std_is_the_sample_standard_deviation():
+    xs = [0.3, 1.7, 2.2, 5.0]
+    m, s = mean_std(xs + [None, math.inf])
+    assert m == pytest.approx(statistics.mean(xs)) and s == pytest.approx(statistics.stdev(xs))
+    assert mean_std([None]) == (None, None)
+
+
+def test_combine_uses_main_checks_only():
+    h, f, u = ({"verdict": v, "main": True} for v in (HOLDS, FAILS, UNSURE))
+    side_fail = {"verdict": FAILS, "main": False}
+    assert combine([h, h, side_fail]) == HOLDS
+    assert combine([h, f]) == FAILS
+    assert combine([h, u]) == UNSURE
+    assert combine([f, u]) == FAILS
+    assert combine([side_fail]) == UNSURE
+
+
+def test_check_evaluates_named_variants():
+    vs = {v.name: v for v in (Variant("a", "acc", [0.9, 0.95, 0.92]), Variant("b", "acc", [0.5, 0.52, 0.49]))}
+    r = Check("a beats b", "a", "b", True, 0.05).evaluate(vs)
+    assert r["verdict"] == HOLDS and r["difference"] == pytest.approx(statistics.mean([0.9, 0.95, 0.92]) - statistics.mean([0.5, 0.52, 0.49]))
+
+
+# ---- the lean trainer's pieces against independent formulas ----
+def test_lr_schedule_is_the_papers_shape_rescaled_to_its_peak():
+    d_model, warmup, peak = 512, 400, 3e-3
+    noam = lambda s: d_model ** -0.5 * min(s ** -0.5, s * warmup ** -1.5)  # the paper, eq. (3)
+    for step in (1, 10, 200, 400, 401, 1000, 5000):
+        assert lr_at(step, peak, warmup) == pytest.approx(peak * noam(step) / noam(warmup))
+    assert lr_at(1, peak, 0, decay_from=warmup) == pytest.approx(peak)  # no warmup: the peak at once
+    assert lr_at(1600, peak, 0, decay_from=warmup) == pytest.approx(peak * 0.5)
+
+
+@pytest.mark.parametrize("rule", ["lag", "pair", "modsum", "first"])
+def test_synthetic_targets_follow_their_rule(rule):
+    task = TaggingTask(rule, n_symbols=5, min_len=4, max_len=9, a=1, b=3)
+    ids, y = task.batch(16, torch.Generator().manual_seed(0))
+    for row_ids, row_y in zip(ids.tolist(), y.tolist()):
+        x = [t - 3 for t in row_ids if t != 0]
+        n = len(x)
+        assert all(t == 0 for t in row_ids[n:])  # right padding
+        for t in range(len(row_ids)):
+            if t >= n:
+                want = None
+            elif rule == "lag":
+                want = x[t - 1] if t >= 1 else None
+            elif rule == "pair":
+                want = x[t - 1] * 5 + x[t - 3] if t >= 3 else None
+            elif rule == "modsum":
+                want = (x[t - 1] + x[t - 3]) % 5 if t >= 3 else None
+            else:
+                want = x[0] if t == n - 1 else None
+            assert row_y[t] == (-100 if want is None else want + 3), (rule, t)
+
+
+# ---- seed §3.1: without PE the encoder is permutation-equivariant ----
+def _torch_encoder_layer(layer, d_model: int, n_heads: int) -> torch.nn.TransformerEncoderLayer:
+    """torch's own post-norm encoder layer carrying glassformer's weights (layout (in, out) → (out, in))."""
+    ref = torch.nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=layer.ffn.W_1.shape[1],
+                                           dropout=0.0, batch_first=True, norm_first=False)
+    a = layer.attn
+    with torch.no_grad():
+        w = [getattr(a, f"W_{n}").permute(1, 0, 2).reshape(d_model, -1).T for n in "QKV"]
+        b = [getattr(a, f"b_{n}").reshape(-1) for n in "QKV"]
+        ref.self_attn.in_proj_weight.copy_(torch.cat(w, 0))
+        ref.self_attn.in_proj_bias.copy_(torch.cat(b, 0))
+        ref.self_attn.out_proj.weight.copy_(a.W_O.T)
+        ref.self_attn.out_proj.bias.copy_(a.b_O)
+        ref.linear1.weight.copy_(layer.ffn.W_1.T)
+        ref.linear1.bias.copy_(layer.ffn.b_1)
+        ref.linear2.weight.copy_(layer.ffn.W_2.T)
+        ref.linear2.bias.copy_(layer.ffn.b_2)
+        for ours, theirs in ((layer.norm1, ref.norm1), (layer.norm2, ref.norm2)):
+            theirs.weight.copy_(ours.gamma)
+            theirs.bias.copy_(ours.beta)
+    return ref.eval()
+
+
+def test_no_pe_encoder_is_permutation_equivariant_like_torch():
+    torch.manual_seed(0)
+    cfg = ModelConfig(arch="encoder", vocab_size=10, d_model=16, n_heads=4, n_layers=2, d_ff=32, pe="none")
+    model = build_model(cfg).eval()
+    refs = [_torch_encoder_layer(layer, 16, 4) for layer in model.enc]
+    cat_chases_dog = torch.tensor([[4, 5, 6]])  # 猫 追 狗
+    dog_chases_cat = torch.tensor([[6, 5, 4]])  # 狗 追 猫: rows 0 and 2 swapped
+    perm = torch.tensor([2, 1, 0])
+    with torch.no_grad():
+        ours = [model(ids)[0] for ids in (cat_chases_dog, dog_chases_cat)]
+        theirs = []
+        for ids in (cat_chases_dog, dog_chases_cat):
+            x = model.embed.W_E[ids]
+            for ref in refs:
+                x = ref(x)
+            theirs.append(x[0])
+    for o, t in zip(ours, theirs):
+        torch.testing.assert_close(o, t, atol=1e-5, rtol=1e-5)  # glassformer == torch
+    torch.testing.assert_close(ours[1], ours[0][perm], atol=1e-6, rtol=1e-6)  # P·Enc(X) = Enc(P·X)
+    # with the sinusoidal encoding the reversal is no longer a permutation of the same rows
+    pe_model = build_model(cfg.replace(pe="sinusoidal")).eval()
+    with torch.no_grad():
+        a, b = pe_model(cat_chases_dog)[0], pe_model(dog_chases_cat)[0]
+    assert (b - a[perm]).abs().max() > 1e-2
+
+
+def test_no_pe_translator_gives_a_sentence_and_its_reversal_the_same_output():
+    """Cross-attention sums over the memory, so a permuted memory gives the same decoder logits."""
+    torch.manual_seed(1)
+    cfg = ModelConfig(arch="encoder-decoder", vocab_size=12, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+                      pe="none", pad_id=0)
+    model = build_model(cfg).eval()
+    tgt = torch.tensor([[1, 7, 8, 9]])
+    with torch.no_grad():
+        a = model(torch.tensor([[4, 5, 6]]), tgt)
+        b = model(torch.tensor([[6, 5, 4]]), tgt)
+    torch.testing.assert_close(a, b, atol=1e-6, rtol=1e-6)
+
+
+# ---- every experiment under --quick, through the CLI ----
+EXPECTED_KEYS = {"id", "claim", "seed_section", "variants", "verdict"}
+
+
+@pytest.mark.parametrize("exp_id", list(EXPERIMENTS))
+def test_quick_run_writes_a_well_formed_row(exp_id, tmp_path):
+    out = tmp_path / "out"
+    rows_path = tmp_path / "rows.json"
+    result = CliRunner().invoke(app, ["ablate", exp_id, "--quick", "--out", str(out), "--json", str(rows_path)])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(rows_path.read_text(encoding="utf-8"))
+    assert json.loads((out / "results.json").read_text(encoding="utf-8")) == rows
+    (row,) = rows
+    assert EXPECTED_KEYS <= set(row) and row["id"] == exp_id
+    assert row["verdict"] in (HOLDS, FAILS, UNSURE)
+    assert row["claim"] and row["seed_section"].startswith("seed")
+    names = [v["name"] for v in row["variants"]]
+    assert len(names) == len(set(names)) >= 2
+    for v in row["variants"]:
+        assert set(v) == {"name", "metric", "values", "mean", "std"}
+        assert len(v["values"]) == 2  # --quick defaults to 2 seeds
+        finite = [x for x in v["values"] if x is not None]
+        if finite:
+            assert v["mean"] == pytest.approx(statistics.mean(finite))
+            assert v["std"] == pytest.approx(statistics.stdev(finite) if len(finite) > 1 else 0.0)
+        else:
+            assert v["mean"] is None
+    # the verdict follows from the numbers: recompute it from the row's own values
+    by_name = {v["name"]: v["values"] for v in row["variants"]}
+    recomputed = []
+    for c in row["checks"]:
+        verdict = decide(by_name[c["better"]], by_name[c["worse"]], c["higher_is_better"], c["min_effect"])[0]
+        assert verdict == c["verdict"]
+        recomputed.append({"verdict": verdict, "main": c["main"]})
+    assert combine(recomputed) == row["verdict"]
+    assert row["verdict"] == UNSURE  # 2 seeds: too few for a verdict, by the rule
+    report = (out / "REPORT.md").read_text(encoding="utf-8")
+    assert f"## `{exp_id}`" in report and "Verdict rule" in report
+    for file, _ in row["plots"]:
+        assert (out / "claims" / file).stat().st_size > 1000
+
+
+def test_quick_pe_extrapolation_reports_the_learned_table_refusal(tmp_path):
+    from glassformer.experiments import run_one
+    row = run_one("pe-extrapolation", True, [0], tmp_path)
+    by_name = {v["name"]: v for v in row["variants"]}
+    assert by_name["learned @ 16"]["values"] == [None] and by_name["learned runs @ 16"]["values"] == [0.0]
+    assert by_name["sinusoidal runs @ 16"]["values"] == [1.0]
+    assert "past the learned position table" in row["notes"]
+
+
+# ---- a user's mistakes stop with one line ----
+@pytest.mark.parametrize("args, needle", [
+    (["ablate", "nope", "--out", "x"], "unknown experiment 'nope'"),
+    (["ablate", "heads", "--quick", "--seeds", "0", "--out", "x"], "--seeds 0 must be at least 1"),
+    (["ablate", "heads", "--quick", "--jobs", "0", "--out", "x"], "--jobs 0 must be at least 1"),
+])
+def test_bad_arguments_stop_with_one_line(args, needle, tmp_path, monkeypatch, capsys):
+    from glassformer import cli
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "argv", ["glassformer", *args])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()  # the real entry point: GlassformerError -> one line, status 2
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and needle in lines[0]
+    assert not (tmp_path / "x").exists()  # nothing written
