@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator
 
 import torch
+import torch.nn.modules.module as _module_hooks
 from torch import nn
 
 
@@ -27,6 +28,15 @@ class HookPoint(nn.Module):
     traced = True
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        # Speed only: an unhooked identity needs none of nn.Module's call machinery. A decode step
+        # passes ~100 hook points; going straight to `x` saves a few µs each (benchmarks, issue 7).
+        if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
+                or _module_hooks._global_forward_hooks or _module_hooks._global_forward_pre_hooks
+                or _module_hooks._global_backward_hooks or _module_hooks._global_backward_pre_hooks):
+            return super().__call__(x)
         return x
 
 

@@ -55,4 +55,6 @@ class FeedForward(nn.Module):
         else:
             act = self.phi(pre)
         act = self.act(act)
-        return self.out(affine(self.dropout(act), self.W_2, self.b_2))
+        if self.training and self.dropout.p > 0:
+            act = self.dropout(act)
+        return self.out(affine(act, self.W_2, self.b_2))

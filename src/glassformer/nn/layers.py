@@ -44,7 +44,9 @@ class _Layer(nn.Module):
                  norm: nn.Module, resid_hook: HookPoint, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """Post-LN: Norm(x + F(x)).  Pre-LN: x + F(Norm(x)).  (§4.4)"""
         h = norm(x, padding_mask) if self.pre_ln else x
-        y = self.drop(sublayer(h))
+        y = sublayer(h)
+        if self.training and self.drop.p > 0:  # skip the no-op module call when decoding (speed)
+            y = self.drop(y)
         r = resid_hook(x + y if self.residual else y)
         return r if self.pre_ln else norm(r, padding_mask)
 

@@ -17,7 +17,7 @@ from ..config import ModelConfig
 from ..trace import HookPoint, run_with_trace
 from .attention import KVCache
 from .checks import check_ids, check_padding_mask
-from .common import masked_value
+from .common import affine, masked_value
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer
 from .norms import LayerNorm, make_norm
@@ -57,10 +57,8 @@ class OutputHead(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.rescale is not None:
             x = x * self.rescale  # T5 scales before its tied head
-        if self._tied:
-            return nn.functional.linear(x, self._tied[0].W_E, self.b_U)
-        out = x @ self.W_U
-        return out if self.b_U is None else out + self.b_U
+        W_U = self._tied[0].W_E.t() if self._tied else self.W_U  # tied: a transposed view, no copy
+        return affine(x, W_U, self.b_U)
 
 
 class TransformerBase(nn.Module):

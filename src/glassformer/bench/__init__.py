@@ -1,0 +1,96 @@
+"""Benchmarks against Hugging Face and PyTorch on the same work (issue 7).
+
+Each comparison is one module with `run(quick) -> dict`; `run_all` runs them in order and adds
+the verdict of every target. Ratios, not absolute times, are the result: both sides of a
+comparison are timed interleaved in one process (see `harness`).
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import Callable
+
+import torch
+
+SECTIONS = ("encoder", "training", "training_bf16", "generation", "trace", "memory", "compile")
+
+
+def _runners() -> dict[str, Callable[[bool], dict]]:
+    from . import compile_option, encoder, generation, memory, trace_overhead, training
+    return {
+        "encoder": encoder.run,
+        "training": lambda quick: training.run(quick, amp=False),
+        "training_bf16": lambda quick: training.run(quick, amp=True),
+        "generation": generation.run,
+        "trace": trace_overhead.run,
+        "memory": memory.run,
+        "compile": compile_option.run,
+    }
+
+
+def targets(results: dict) -> list[dict]:
+    """Every target of issue 7 with the measured value and whether it is met."""
+    rows = []
+
+    def add(name, value, goal, met, where):
+        rows.append({"target": name, "value": value, "goal": goal, "met": bool(met), "section": where})
+
+    if "encoder" in results:
+        r = results["encoder"]["ratio"]
+        add("encoder forward vs HF BertModel", r, "≥ 1.1×", r >= 1.1, "encoder")
+    if "training" in results:
+        t = results["training"]
+        add("training step vs nn.Transformer (fp32)", t["ratio"], "≥ 1.2×", t["ratio"] >= 1.2, "training")
+        mfu = t["glassformer"]["mfu"]
+        add("training fp32 MFU", mfu, "≥ 35 %", mfu >= 0.35, "training")
+    if "generation" in results:
+        g = results["generation"]
+        for key in [k for k in g if k.startswith("batch_") and not k.endswith("_1_thread")]:
+            r = g[key]
+            add(f"greedy decoding vs HF GPT-2, {key.replace('_', ' ')}", r["ratio"], "≥ 2.5×, same tokens",
+                r["ratio"] >= 2.5 and r["identical_tokens"], "generation")
+        c = g["cache_vs_no_cache"]
+        add("KV cache vs no cache", c["ratio"], "≥ 5×, same tokens", c["ratio"] >= 5 and c["identical_tokens"],
+            "generation")
+    if "trace" in results:
+        r = results["trace"]["ratio"]
+        add("full trace vs fast path (slowdown)", r, "≤ 2.5×", r <= 2.5, "trace")
+    if "memory" in results:
+        e = results["memory"]["fast_growth_exponent"]
+        add("fast-path memory growth exponent", e, "≈ 1 (linear)", e <= 1.25, "memory")
+    return rows
+
+
+def machine() -> dict:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    import os
+    return {"cpu": cpu, "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
+            "python": platform.python_version(), "load_average": os.getloadavg()[0]}
+
+
+def run_all(quick: bool = False, only: list[str] | None = None, log: Callable[[str], None] = print) -> dict:
+    runners = _runners()
+    chosen = only or list(SECTIONS)
+    results: dict = {"quick": quick, "machine": machine(), "started": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    t0 = time.perf_counter()
+    threads = torch.get_num_threads()
+    if quick:  # only shows the harness works; one thread keeps it fast on a busy machine (CI)
+        torch.set_num_threads(1)
+    try:
+        for name in chosen:
+            t = time.perf_counter()
+            log(f"bench {name} ...")
+            results[name] = runners[name](quick)
+            log(f"bench {name} done in {time.perf_counter() - t:.1f} s")
+    finally:
+        torch.set_num_threads(threads)
+    results["seconds"] = time.perf_counter() - t0
+    results["machine"]["load_average_end"] = __import__("os").getloadavg()[0]
+    results["targets"] = targets(results)
+    return results

@@ -1,0 +1,77 @@
+"""Greedy decoding: glassformer's decoder-only LM against Hugging Face GPT-2, same random weights.
+
+A 6-layer, 384-wide, 6-head GPT-2 (≈14M parameters with an 8000-token vocabulary) is built from
+a config, converted with `interop.from_hf`, and both generate 256 new tokens greedily with a KV
+cache, never stopping early. The tokens must be identical: same weights, same argmax. A second
+comparison runs glassformer with and without its cache (the cache turns each step from a forward
+over the whole prefix into one over the new token, seed 000 §8).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .harness import compare, top_ops
+
+FULL = dict(n_layer=6, n_embd=384, n_head=6, vocab=8000, prompt=8, new_tokens=256, batches=(1, 8), repeats=3,
+            cache_repeats=3)
+QUICK = dict(n_layer=2, n_embd=64, n_head=2, vocab=500, prompt=4, new_tokens=12, batches=(1, 2), repeats=2,
+             cache_repeats=2)
+
+
+def gpt2_pair(p: dict):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from ..interop import from_hf
+    torch.manual_seed(0)
+    # no end-of-sequence token: neither side can stop early, both generate every token asked for
+    cfg = GPT2Config(n_layer=p["n_layer"], n_embd=p["n_embd"], n_head=p["n_head"], vocab_size=p["vocab"],
+                     n_positions=512, bos_token_id=None, eos_token_id=None)
+    hf = GPT2LMHeadModel(cfg).eval()
+    hf.generation_config.pad_token_id = 0  # required by HF's generate; unused, no row finishes
+    return from_hf(hf).eval(), hf
+
+
+def run(quick: bool = False) -> dict:
+    from ..generate import generate
+
+    p = QUICK if quick else FULL
+    ours, hf = gpt2_pair(p)
+    n = p["new_tokens"]
+    out = {"params": {k: v for k, v in p.items() if "repeats" not in k},
+           "model_params": sum(t.numel() for t in ours.parameters())}
+    g = torch.Generator().manual_seed(1)
+    with torch.inference_mode():
+        for batch in p["batches"]:
+            ids = torch.randint(1, p["vocab"], (batch, p["prompt"]), generator=g)
+            ours_fn = lambda: generate(ours, ids, max_new_tokens=n, strategy="greedy", eos_id=None)  # noqa: E731
+            hf_fn = lambda: hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n,  # noqa: E731
+                                        do_sample=False, num_beams=1, use_cache=True)
+            outs: dict = {}
+            res = compare(ours_fn, hf_fn, work=batch * n, repeats=p["repeats"], warmup=0,
+                          names=("glassformer", "HF GPT-2"), outputs=outs)
+            a, b = outs["glassformer"], outs["HF GPT-2"]
+            res["identical_tokens"] = bool(a.shape == b.shape and torch.equal(a, b))
+            res["new_tokens"] = int(a.shape[1] - ids.shape[1])
+            if batch == p["batches"][0]:
+                res["profile"] = top_ops(ours_fn)
+            out[f"batch_{batch}"] = res
+            # the same with one thread: a decode step is a chain of tiny kernels, and on a shared
+            # machine every two-thread parallel region can wait for a descheduled thread
+            threads = torch.get_num_threads()
+            torch.set_num_threads(1)
+            try:
+                one = compare(ours_fn, hf_fn, work=batch * n, repeats=p["repeats"], warmup=0,
+                              names=("glassformer", "HF GPT-2"))
+            finally:
+                torch.set_num_threads(threads)
+            out[f"batch_{batch}_1_thread"] = one
+        ids = torch.randint(1, p["vocab"], (1, p["prompt"]), generator=g)
+        cached = lambda: generate(ours, ids, max_new_tokens=n, eos_id=None, use_cache=True)  # noqa: E731
+        uncached = lambda: generate(ours, ids, max_new_tokens=n, eos_id=None, use_cache=False)  # noqa: E731
+        outs = {}
+        res = compare(cached, uncached, work=n, repeats=p["cache_repeats"], warmup=0,
+                      names=("cache", "no cache"), outputs=outs)
+        res["identical_tokens"] = bool(torch.equal(outs["cache"], outs["no cache"]))
+        out["cache_vs_no_cache"] = res
+    return out

@@ -1,0 +1,101 @@
+"""The measuring rule every comparison follows: both sides in one process, interleaved, medians.
+
+These machines drift 15–30 % between runs, so an absolute time says little; two programs timed
+alternately in the same process see the same drift, and the ratio of their medians is what we
+report. Each repeat runs A then B, the next B then A (ABBA), so a slow spell hits both sides.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+
+@dataclass
+class Timing:
+    """Seconds per call of one side, every repeat kept."""
+
+    name: str
+    times: list[float] = field(default_factory=list)
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.times)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "median_s": self.median, "min_s": min(self.times),
+                "max_s": max(self.times), "repeats": len(self.times)}
+
+
+def interleaved(sides: dict[str, Callable[[], object]], repeats: int, warmup: int = 1,
+                outputs: dict | None = None) -> dict[str, Timing]:
+    """Time every side `repeats` times, alternating the order each round; warm-up calls untimed.
+
+    `outputs`, when given, receives each side's last return value (to check both computed the same).
+    """
+    names = list(sides)
+    for _ in range(warmup):
+        for n in names:
+            sides[n]()
+    timings = {n: Timing(n) for n in names}
+    for r in range(repeats):
+        order = names if r % 2 == 0 else names[::-1]
+        for n in order:
+            t = time.perf_counter()
+            out = sides[n]()
+            timings[n].times.append(time.perf_counter() - t)
+            if outputs is not None:
+                outputs[n] = out
+    return timings
+
+
+def compare(ours: Callable[[], object], theirs: Callable[[], object], work: float, repeats: int,
+            warmup: int = 1, names: tuple[str, str] = ("glassformer", "reference"), unit: str = "tokens/s",
+            outputs: dict | None = None) -> dict:
+    """Interleaved A/B timing; `work` units per call (tokens). ratio = our rate / their rate."""
+    t = interleaved({names[0]: ours, names[1]: theirs}, repeats, warmup, outputs)
+    a, b = t[names[0]], t[names[1]]
+    return {
+        names[0]: {**a.to_dict(), "rate": work / a.median},
+        names[1]: {**b.to_dict(), "rate": work / b.median},
+        "unit": unit,
+        "ratio": b.median / a.median,
+    }
+
+
+def matmul_peak(n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int = 10) -> dict[str, float]:
+    """The machine's matmul throughput (FLOP/s): median of n×n @ n×n (2n³ FLOPs) per library.
+
+    torch.mm (MKL for float32) and oneDNN's linear are both measured, and the faster is the peak:
+    MFU against a slow library's peak would flatter the model. Measured in the same run as what it
+    is compared with, because the machine's speed drifts.
+    """
+    a = torch.randn(n, n).to(dtype)
+    b = torch.randn(n, n).to(dtype)
+    sides = {"torch.mm": lambda: torch.mm(a, b)}
+    linear = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+    if linear is not None and torch.backends.mkldnn.is_available():
+        sides["oneDNN linear"] = lambda: linear(a, b.t(), None, "none", [], "")
+    t = interleaved(sides, repeats, warmup=2)
+    out = {name: 2 * n ** 3 / timing.median for name, timing in t.items()}
+    out["peak"] = max(out.values())
+    return out
+
+
+def top_ops(fn: Callable[[], object], n: int = 8) -> list[dict]:
+    """torch.profiler's heaviest operators (self CPU time) over one call of `fn`.
+
+    Where a target is missed, this says where the time went.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        fn()
+    events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
+    total = sum(e.self_cpu_time_total for e in events) or 1.0
+    return [{"op": e.key, "self_ms": e.self_cpu_time_total / 1e3, "calls": e.count,
+             "share": e.self_cpu_time_total / total} for e in events[:n]]

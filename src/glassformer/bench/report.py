@@ -1,0 +1,164 @@
+"""Turn a benchmark run into `docs/benchmarks.md` and its plot: one command regenerates both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def _fmt_ratio(v: float) -> str:
+    return f"{v:.2f}×"
+
+
+def _profile_table(ops: list[dict]) -> list[str]:
+    lines = ["| operator | self time (ms) | calls | share |", "|---|---:|---:|---:|"]
+    for o in ops:
+        lines.append(f"| `{o['op']}` | {o['self_ms']:.1f} | {o['calls']} | {o['share']:.0%} |")
+    return lines
+
+
+def _side_rows(res: dict, sides: tuple[str, str], label: str) -> list[str]:
+    a, b = (res[s] for s in sides)
+    return [f"| {label} | {a['rate']:.0f} | {b['rate']:.0f} | {res['ratio']:.2f}× |"]
+
+
+def plot(results: dict, path: Path) -> None:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+    rows = [r for r in results["targets"] if r["value"] is not None and "×" in r["goal"]]
+    names = [r["target"] for r in rows]
+    ax1.barh(names, [r["value"] for r in rows], color=["tab:green" if r["met"] else "tab:red" for r in rows])
+    for i, r in enumerate(rows):
+        goal = float(r["goal"].split()[1].rstrip("×,"))
+        ax1.plot([goal, goal], [i - 0.4, i + 0.4], color="black")
+    ax1.set_xlabel("ratio (bar) and target (black line)")
+    ax1.invert_yaxis()
+    ax1.tick_params(axis="y", labelsize=7)
+    if "memory" in results:
+        for impl, style in (("fast", "o-"), ("math", "s--")):
+            pts = [p for p in results["memory"]["points"] if p["impl"] == impl]
+            ax2.loglog([p["seq"] for p in pts], [max(p["forward_mib"], 1e-3) for p in pts], style,
+                       label=f"{impl} path", base=2)
+        ax2.set_xlabel("sequence length")
+        ax2.set_ylabel("peak RSS of one forward (MiB)")
+        ax2.legend()
+        ax2.set_title("memory: linear (fast) vs quadratic (math)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def markdown(results: dict, command: str, plot_name: str | None) -> str:
+    m = results["machine"]
+    out = ["# Benchmarks", "",
+           f"Produced by `{command}` on {results['started']} in {results['seconds'] / 60:.1f} min.",
+           f"Machine: {m['cpu']}, {m['torch_threads']} torch threads, torch {m['torch']}, Python {m['python']}."
+           + (f" Load average (other work on the same 2 cores) {m['load_average']:.1f} at the start,"
+              f" {m.get('load_average_end', float('nan')):.1f} at the end." if "load_average" in m else ""),
+           "",
+           "Every comparison runs both sides in one process, interleaved (A B, B A, ...), and reports medians;"
+           " the ratio of two medians measured together is the result, because absolute times on these"
+           " machines drift 15–30 % between runs. Ratios > 1 mean glassformer is faster, except the trace row"
+           " (how many times slower a full trace is than the fast path).", "",
+           "## Targets", "", "| target | measured | goal | met |", "|---|---:|---|---|"]
+    for r in results["targets"]:
+        v = r["value"]
+        shown = f"{v:.0%}" if "%" in r["goal"] else (f"{v:.2f}" if "linear" in r["goal"] else _fmt_ratio(v))
+        out.append(f"| {r['target']} | {shown} | {r['goal']} | {'yes' if r['met'] else '**no**'} |")
+    if plot_name:
+        out += ["", f"![ratios and memory]({plot_name})"]
+    if "encoder" in results:
+        e = results["encoder"]
+        p = e["params"]
+        out += ["", "## Encoder forward: MiniLM vs Hugging Face `BertModel` (sdpa)", "",
+                f"Same all-MiniLM-L6-v2 weights (max abs difference {e['max_abs_diff']:.1e}),"
+                f" batch {p['batch']} × {p['seq']} tokens, inference mode.", "",
+                "| | glassformer tokens/s | HF tokens/s | ratio |", "|---|---:|---:|---:|"]
+        out += _side_rows(e, ("glassformer", "HF BertModel (sdpa)"), "forward")
+    for key, title in (("training", "fp32"), ("training_bf16", "bf16 autocast")):
+        if key in results:
+            t = results[key]
+            p = t["params"]
+            out += ["", f"## Training step ({title}): encoder-decoder vs `torch.nn.Transformer`", "",
+                    f"d_model {p['d_model']}, {p['n_heads']} heads, {p['n_layers']} + {p['n_layers']} layers,"
+                    f" d_ff {p['d_ff']}, vocab {p['vocab']}, batch {p['batch']} × {p['seq']} (source and target);"
+                    f" forward, cross-entropy, backward, Adam. {t['glassformer_params']:,} parameters on both sides."
+                    f" Model FLOPs per step {t['step_flops'] / 1e9:.1f} G; {t['precision']} matmul peak measured in"
+                    f" the same run (1024² matmul, the faster library): {t['peak_flops'] / 1e9:.0f} GFLOP/s ("
+                    + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in t["peaks"].items() if k != "peak") + ").", "",
+                    "| | target tokens/s | MFU |", "|---|---:|---:|",
+                    f"| glassformer | {t['glassformer']['rate']:.0f} | {t['glassformer']['mfu']:.0%} |",
+                    f"| torch.nn.Transformer | {t['torch.nn.Transformer']['rate']:.0f} |"
+                    f" {t['torch.nn.Transformer']['mfu']:.0%} |",
+                    f"| ratio | {t['ratio']:.2f}× | |"]
+    if "generation" in results:
+        g = results["generation"]
+        p = g["params"]
+        out += ["", "## Greedy decoding: decoder-only vs Hugging Face GPT-2 (same random weights)", "",
+                f"{p['n_layer']} layers, {p['n_embd']} wide, {p['n_head']} heads, vocab {p['vocab']}"
+                f" ({g['model_params'] / 1e6:.1f} M parameters); prompt {p['prompt']} tokens,"
+                f" {p['new_tokens']} new tokens, KV cache on both sides.", "",
+                "| batch | glassformer tokens/s | HF tokens/s | ratio | identical tokens |",
+                "|---:|---:|---:|---:|---|"]
+        for key in [k for k in g if k.startswith("batch_") and not k.endswith("_1_thread")]:
+            r = g[key]
+            out.append(f"| {key.split('_')[1]} | {r['glassformer']['rate']:.0f} | {r['HF GPT-2']['rate']:.0f} |"
+                       f" {r['ratio']:.2f}× | {'yes' if r['identical_tokens'] else '**no**'} |")
+        for key in [k for k in g if k.endswith("_1_thread")]:
+            r = g[key]
+            out.append(f"| {key.split('_')[1]}, 1 thread | {r['glassformer']['rate']:.0f} | {r['HF GPT-2']['rate']:.0f} |"
+                       f" {r['ratio']:.2f}× | (same runs' tokens) |")
+        c = g["cache_vs_no_cache"]
+        out += ["", f"KV cache vs recomputing the prefix each step (batch 1, {p['new_tokens']} tokens):"
+                f" {c['cache']['rate']:.0f} vs {c['no cache']['rate']:.0f} tokens/s, {c['ratio']:.1f}×,"
+                f" identical tokens: {'yes' if c['identical_tokens'] else '**no**'}."]
+    if "trace" in results:
+        t = results["trace"]
+        p = t["params"]
+        out += ["", "## Trace overhead", "",
+                f"MiniLM-shaped encoder, batch {p['batch']} × {p['seq']}: the full trace records"
+                f" {t['traced_tensors']} tensors ({t['traced_mib']:.0f} MiB) on the explicit-math path.", "",
+                f"fast path {t['fast path']['median_s'] * 1e3:.0f} ms, full trace {t['full trace']['median_s'] * 1e3:.0f} ms"
+                f" per forward: {t['ratio']:.2f}× slower."]
+    if "memory" in results:
+        mem = results["memory"]
+        out += ["", "## Memory of one forward (fresh process per point)", "",
+                f"Encoder d_model {mem['model']['d_model']}, {mem['model']['n_heads']} heads,"
+                f" {mem['model']['n_layers']} layers, batch 1. Peak RSS minus the RSS before the forward.", "",
+                "| seq | fast path (MiB) | math path (MiB) |", "|---:|---:|---:|"]
+        by = {(p["seq"], p["impl"]): p["forward_mib"] for p in mem["points"]}
+        for seq in sorted({p["seq"] for p in mem["points"]}):
+            out.append(f"| {seq} | {by[(seq, 'fast')]:.0f} | {by[(seq, 'math')]:.0f} |")
+        out += ["", f"Growth exponent (least-squares slope of log memory on log length): fast {mem['fast_growth_exponent']:.2f},"
+                f" math {mem['math_growth_exponent']:.2f} (1 = linear, 2 = quadratic)."]
+    if "compile" in results:
+        c = results["compile"]
+        out += ["", "## torch.compile (option, not the default)", ""]
+        if "error" in c:
+            out.append(f"torch.compile did not run here: {c['error']}")
+        elif "skipped" not in c:
+            p = c["params"]
+            out.append(f"MiniLM-shaped encoder, batch {p['batch']} × {p['seq']}: compiling took {c['compile_s']:.0f} s;"
+                       f" compiled {c['compiled']['median_s'] * 1e3:.0f} ms vs eager {c['eager']['median_s'] * 1e3:.0f} ms"
+                       f" per forward ({c['ratio']:.2f}×), max abs difference {c['max_abs_diff']:.1e}.")
+    profiles = [(k, results[k]["profile"]) for k in ("encoder", "training", "trace") if k in results]
+    if "generation" in results:
+        profiles += [(f"generation {k.replace('_', ' ')}", v["profile"]) for k, v in results["generation"].items()
+                     if isinstance(v, dict) and "profile" in v]
+    if profiles:
+        out += ["", "## Where glassformer's time goes (torch.profiler, one call, self CPU time)"]
+        for name, ops in profiles:
+            out += ["", f"### {name}", ""] + _profile_table(ops)
+    return "\n".join(out) + "\n"
+
+
+def write(results: dict, path: Path, command: str, notes: str = "") -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    plot_path = path.with_suffix(".png")
+    plot(results, plot_path)
+    text = markdown(results, command, plot_path.name)
+    if notes:
+        text += "\n" + notes.strip() + "\n"
+    path.write_text(text, encoding="utf-8")

@@ -1,0 +1,109 @@
+"""Training step: glassformer's encoder-decoder against `torch.nn.Transformer` of the same shape.
+
+Both sides do the same work per step: embed source and target (one shared table, sinusoidal
+positions), 3 + 3 Post-LN layers with final norms, a head tied to the embedding, cross-entropy,
+backward, one Adam step. Dropout is 0 on both so the step is deterministic work, not noise.
+MFU = model FLOPs per step / step time / the machine's matmul peak measured in the same run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..config import ModelConfig
+from ..nn import build_model
+from .harness import compare, matmul_peak, top_ops
+
+FULL = dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, vocab=8000, batch=32, seq=64, repeats=7)
+QUICK = dict(d_model=64, n_heads=4, n_layers=1, d_ff=128, vocab=500, batch=4, seq=16, repeats=2)
+
+
+def sinusoids(length: int, width: int) -> torch.Tensor:
+    """The paper's PE table (sin on even, cos on odd features), for the reference side."""
+    pos = torch.arange(length, dtype=torch.float32).unsqueeze(1)
+    freq = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float32) / width)
+    pe = torch.zeros(length, width)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(pos * freq), torch.cos(pos * freq)
+    return pe
+
+
+class TorchSeq2Seq(nn.Module):
+    """The reference: nn.Embedding + sinusoids + nn.Transformer + tied output projection."""
+
+    def __init__(self, vocab: int, d_model: int, n_heads: int, n_layers: int, d_ff: int, max_len: int = 512):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d_model)
+        self.register_buffer("pe", sinusoids(max_len, d_model))
+        self.tf = nn.Transformer(d_model, n_heads, n_layers, n_layers, d_ff, dropout=0.0, batch_first=True)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor) -> torch.Tensor:
+        s = self.embed(src) + self.pe[: src.shape[1]]
+        t = self.embed(tgt) + self.pe[: tgt.shape[1]]
+        mask = nn.Transformer.generate_square_subsequent_mask(tgt.shape[1])
+        out = self.tf(s, t, tgt_mask=mask, tgt_is_causal=True)
+        return F.linear(out, self.embed.weight)
+
+
+def glassformer_config(p: dict) -> ModelConfig:
+    return ModelConfig(arch="encoder-decoder", vocab_size=p["vocab"], d_model=p["d_model"], n_heads=p["n_heads"],
+                       n_layers=p["n_layers"], d_ff=p["d_ff"], dropout=0.0, final_norm=True,
+                       norm_position="post", pe="sinusoidal")
+
+
+def train_flops(p: dict) -> float:
+    """Matmul FLOPs of one training step (forward ×3: the backward costs two forwards).
+
+    Per token: 2·(weights it multiplies); attention adds 2·2·S_q·S_k·d per sequence and block.
+    """
+    d, f, L, V, B, S = p["d_model"], p["d_ff"], p["n_layers"], p["vocab"], p["batch"], p["seq"]
+    tokens = B * S
+    enc = L * (4 * d * d + 2 * d * f) * 2 * tokens + L * 4 * B * S * S * d
+    dec = L * (8 * d * d + 2 * d * f) * 2 * tokens + L * 2 * 4 * B * S * S * d
+    head = 2 * d * V * tokens
+    return 3.0 * (enc + dec + head)
+
+
+def _step_fn(model: nn.Module, src, tgt_in, tgt_out, vocab: int, amp: bool):
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4)
+    ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp else contextlib.nullcontext
+
+    def step():
+        with ctx():
+            logits = model(src, tgt_in)
+            loss = F.cross_entropy(logits.float().reshape(-1, vocab), tgt_out.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def run(quick: bool = False, amp: bool = False) -> dict:
+    p = QUICK if quick else FULL
+    torch.manual_seed(0)
+    ours = build_model(glassformer_config(p)).train()
+    ref = TorchSeq2Seq(p["vocab"], p["d_model"], p["n_heads"], p["n_layers"], p["d_ff"]).train()
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(4, p["vocab"], (p["batch"], p["seq"]), generator=g)
+    tgt = torch.randint(4, p["vocab"], (p["batch"], p["seq"] + 1), generator=g)
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    ours_step = _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], amp)
+    res = compare(ours_step,
+                  _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp),
+                  work=p["batch"] * p["seq"], repeats=p["repeats"], warmup=1,
+                  names=("glassformer", "torch.nn.Transformer"))
+    peaks = matmul_peak(256 if quick else 1024, torch.bfloat16 if amp else torch.float32)
+    peak = peaks["peak"]
+    flops = train_flops(p)
+    for side in ("glassformer", "torch.nn.Transformer"):
+        res[side]["mfu"] = flops / res[side]["median_s"] / peak
+    res.update(params={k: v for k, v in p.items() if k != "repeats"}, step_flops=flops,
+               peak_flops=peak, peaks=peaks, precision="bf16 autocast" if amp else "fp32",
+               glassformer_params=sum(t.numel() for t in ours.parameters()),
+               reference_params=sum(t.numel() for t in ref.parameters()), profile=top_ops(ours_step))
+    return res

@@ -1,0 +1,98 @@
+"""`glassformer bench --quick`: the harness runs end to end and its checks hold (issue 7).
+
+Benchmarks are benchmarks, not timed tests: nothing here asserts a speed. What is checked:
+the JSON structure, identical greedy tokens against Hugging Face GPT-2, outputs equal to the
+reference models, the FLOP count against torch's own FLOP counter, and the A/B interleaving.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+from typer.testing import CliRunner
+
+from glassformer.bench import harness, training
+from glassformer.cli import app
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory):
+    out = tmp_path_factory.mktemp("bench")
+    result = CliRunner().invoke(app, ["bench", "--quick", "--json", str(out / "b.json"),
+                                      "--md", str(out / "benchmarks.md")])
+    assert result.exit_code == 0, result.output
+    return json.loads((out / "b.json").read_text()), out
+
+
+def _side(d: dict) -> None:
+    assert d["median_s"] > 0 and d["rate"] > 0 and d["repeats"] >= 2
+    assert d["min_s"] <= d["median_s"] <= d["max_s"]
+
+
+def test_quick_json_structure(quick):
+    r, _ = quick
+    for name, sides in (("encoder", ("glassformer", "HF BertModel (sdpa)")),
+                        ("training", ("glassformer", "torch.nn.Transformer")),
+                        ("training_bf16", ("glassformer", "torch.nn.Transformer")),
+                        ("trace", ("fast path", "full trace"))):
+        for s in sides:
+            _side(r[name][s])
+        assert r[name]["ratio"] == pytest.approx(r[name][sides[1]]["median_s"] / r[name][sides[0]]["median_s"])
+        assert r[name]["profile"] and r[name]["profile"][0]["self_ms"] >= 0  # torch.profiler's top ops
+    assert 0 < r["training"]["glassformer"]["mfu"] < 1.5 and r["training"]["peak_flops"] > 1e8
+    assert r["training"]["glassformer_params"] == r["training"]["reference_params"]
+    assert {(p["seq"], p["impl"]) for p in r["memory"]["points"]} == {(64, "fast"), (128, "fast"),
+                                                                      (64, "math"), (128, "math")}
+    assert {t["section"] for t in r["targets"]} == {"encoder", "training", "generation", "trace", "memory"}
+    assert r["compile"] == {"skipped": "torch.compile is measured only in the full run"}
+
+
+def test_quick_same_numbers_as_references(quick):
+    r, _ = quick
+    assert r["encoder"]["max_abs_diff"] < 1e-4  # same MiniLM weights as HF BertModel
+    assert r["trace"]["max_abs_diff"] < 1e-4  # the traced (math) path equals the fast path
+    g = r["generation"]
+    for key in ("batch_1", "batch_2"):
+        assert g[f"{key}_1_thread"]["ratio"] > 0
+        assert g[key]["identical_tokens"], key  # same greedy tokens as HF GPT-2
+        assert g[key]["new_tokens"] == g["params"]["new_tokens"]
+    assert g["cache_vs_no_cache"]["identical_tokens"]
+
+
+def test_quick_report_written(quick):
+    _, out = quick
+    md = (out / "benchmarks.md").read_text()
+    assert "| target | measured | goal | met |" in md and "glassformer bench --quick" in md
+    assert (out / "benchmarks.png").stat().st_size > 1000
+
+
+def test_unknown_section_is_one_line():
+    result = CliRunner().invoke(app, ["bench", "--only", "speed"])
+    assert result.exit_code != 0
+    assert "unknown bench section speed; choose from encoder" in str(result.exception or result.output)
+
+
+def test_train_flops_match_torch_flop_counter(monkeypatch):
+    # the explicit-math path computes QKᵀ and pattern·V as plain matmuls, so torch counts them too;
+    # torch's counter does not know oneDNN's linear, so the GEMMs take the addmm path here
+    from glassformer.nn import common
+    monkeypatch.setattr(common, "_LINEAR", None)
+    p = training.QUICK
+    model = training.build_model(training.glassformer_config(p).replace(attn_impl="math")).train()
+    src = torch.randint(4, p["vocab"], (p["batch"], p["seq"]))
+    tgt = torch.randint(4, p["vocab"], (p["batch"], p["seq"]))
+    with FlopCounterMode(display=False) as counter:
+        model(src, tgt).sum().backward()
+    assert counter.get_total_flops() == training.train_flops(p)
+
+
+def test_interleaving_alternates_and_ratio_tracks_time():
+    calls = []
+    sides = {"a": lambda: (calls.append("a"), time.sleep(0.01)), "b": lambda: (calls.append("b"), time.sleep(0.03))}
+    res = harness.compare(sides["a"], sides["b"], work=1, repeats=4, warmup=1, names=("a", "b"))
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then A B / B A
+    assert 1.8 < res["ratio"] < 4.5  # 30 ms vs 10 ms (sleep only ever overshoots)
