@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
@@ -39,8 +39,34 @@ def _positive_int(name: str, value: Any, allow_none: bool = False) -> None:
         raise ConfigError(f"{name}={value!r} must be a positive integer")
 
 
+class StrictConfig:
+    """(De)serialisation shared by the frozen configs: unknown keys are an error, never ignored."""
+
+    _kind = "config"  # the word in "unknown config key(s)"
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def _reject_unknown(cls, keys) -> None:
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(keys) - known)
+        if unknown:
+            raise ConfigError(f"unknown {cls._kind} key(s): {', '.join(unknown)}"
+                              f" (known keys: {', '.join(sorted(known))})")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]):
+        cls._reject_unknown(data)
+        return cls(**data)
+
+    def replace(self, **changes: Any):
+        self._reject_unknown(changes)
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(StrictConfig):
     """Hyperparameters of one Transformer (defaults: the 2017 paper's base model, Post-LN)."""
 
     arch: str = "encoder-decoder"
@@ -166,26 +192,7 @@ class ModelConfig:
     def start_id(self) -> int | None:
         return self.decoder_start_id if self.decoder_start_id is not None else self.bos_id
 
-    # ---- (de)serialisation ----
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "ModelConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}"
-                              f" (known keys: {', '.join(sorted(known))})")
-        return cls(**data)
-
-    def replace(self, **changes: Any) -> "ModelConfig":
-        known = {f.name for f in dataclasses.fields(self)}
-        unknown = sorted(set(changes) - known)
-        if unknown:
-            raise ConfigError(f"unknown config key(s): {', '.join(unknown)}")
-        return dataclasses.replace(self, **changes)
-
+    # ---- (de)serialisation (to_dict / from_dict / replace come from StrictConfig) ----
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
 

@@ -13,6 +13,7 @@ saves to one JSON file (kept beside the checkpoint) and `load_tokenizer` restore
 
 from __future__ import annotations
 
+import abc
 import json
 import logging
 import re
@@ -31,7 +32,7 @@ FORMAT = "glassformer-tokenizer/1"
 _CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-class Tokenizer:
+class Tokenizer(abc.ABC):
     """Base class: a vocabulary of tokens with ids, and how text splits into tokens."""
 
     kind = "base"
@@ -59,9 +60,9 @@ class Tokenizer:
         return self._ids.get(tok)
 
     # ---- text <-> ids ----
+    @abc.abstractmethod
     def tokens(self, text: str) -> list[str]:
         """The tokens `text` splits into (before looking them up in the vocabulary)."""
-        raise NotImplementedError
 
     def join(self, tokens: list[str]) -> str:
         return " ".join(tokens)

@@ -140,6 +140,24 @@ class TransformerBase(nn.Module):
             return pad if bool(pad.any()) else None
         return None
 
+    # ---- the encoder stack (Figure 1, left) ----
+    def _make_encoder(self) -> None:
+        cfg = self.config
+        self.enc = Encoder(EncoderLayer(cfg, i) for i in range(cfg.n_layers))
+        if cfg.use_final_norm:
+            self.enc_norm = make_norm(cfg.norm, cfg.d_model, cfg.norm_eps)
+
+    def _run_encoder(self, ids: torch.Tensor, padding_mask: torch.Tensor | None, mask_name: str,
+                     segment_ids: torch.Tensor | None = None):
+        """Final encoder states (batch, seq, d_model) and the padding mask actually used."""
+        pad = self._padding(ids, padding_mask, mask_name)
+        positions = self._positions(ids, pad)
+        x = self._embed("", ids, positions, segment_ids)
+        pos_bias, rope = self._position_terms("", positions, positions)
+        x = self.enc(x, bias=self._mask_bias(pos_bias, pad, x.dtype), rope=rope, padding_mask=pad)
+        norm = getattr(self, "enc_norm", None)
+        return (norm(x, pad) if norm is not None else x), pad
+
     # ---- conveniences ----
     def run_with_trace(self, *args, names=None, **kwargs):
         """`(output, Trace)`: every hook point's value in forward order (see `glassformer.trace`)."""
@@ -155,20 +173,12 @@ class EncoderModel(TransformerBase):
     def __init__(self, config: ModelConfig):
         super().__init__(config)
         self._make_frontend("", config.vocab_size, bidirectional=True)
-        self.enc = Encoder(EncoderLayer(config, i) for i in range(config.n_layers))
-        if config.use_final_norm:
-            self.enc_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self._make_encoder()
 
     def forward(self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None,
                 segment_ids: torch.Tensor | None = None) -> torch.Tensor:
         check_ids(ids, self.config.vocab_size, "ids")
-        pad = self._padding(ids, padding_mask, "padding_mask")
-        positions = self._positions(ids, pad)
-        x = self._embed("", ids, positions, segment_ids)
-        pos_bias, rope = self._position_terms("", positions, positions)
-        x = self.enc(x, bias=self._mask_bias(pos_bias, pad, x.dtype), rope=rope, padding_mask=pad)
-        norm = getattr(self, "enc_norm", None)
-        return norm(x, pad) if norm is not None else x
+        return self._run_encoder(ids, padding_mask, "padding_mask", segment_ids)[0]
 
 
 class _Decoding(TransformerBase):
@@ -256,9 +266,7 @@ class EncoderDecoder(_Decoding):
     def __init__(self, config: ModelConfig):
         super().__init__(config)
         self._make_frontend("", config.vocab_size, bidirectional=True)
-        self.enc = Encoder(EncoderLayer(config, i) for i in range(config.n_layers))
-        if config.use_final_norm:
-            self.enc_norm = make_norm(config.norm, config.d_model, config.norm_eps)
+        self._make_encoder()
         self._make_frontend("dec_", config.out_vocab_size, bidirectional=False)
         if config.share_embeddings:
             self.dec_embed.W_E = self.embed.W_E  # one table for both languages (Marian, BART, T5)
@@ -267,13 +275,7 @@ class EncoderDecoder(_Decoding):
     def encode(self, src_ids: torch.Tensor, src_padding_mask: torch.Tensor | None = None):
         """Encoder memory (batch, src_seq, d_model) and the source padding mask actually used."""
         check_ids(src_ids, self.config.vocab_size, "src_ids")
-        pad = self._padding(src_ids, src_padding_mask, "src_padding_mask")
-        positions = self._positions(src_ids, pad)
-        x = self._embed("", src_ids, positions)
-        pos_bias, rope = self._position_terms("", positions, positions)
-        x = self.enc(x, bias=self._mask_bias(pos_bias, pad, x.dtype), rope=rope, padding_mask=pad)
-        norm = getattr(self, "enc_norm", None)
-        return (norm(x, pad) if norm is not None else x), pad
+        return self._run_encoder(src_ids, src_padding_mask, "src_padding_mask")
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None,
                tgt_padding_mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:

@@ -8,10 +8,10 @@ construction with one line naming the field.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from ..config import StrictConfig
 from ..errors import ConfigError
 
 TASKS = ("zh-en", "copy", "reverse", "sort", "add", "tsv", "lm")
@@ -34,8 +34,10 @@ def _positive(name: str, value: Any, allow_none: bool = False, integer: bool = T
 
 
 @dataclass(frozen=True)
-class TrainConfig:
+class TrainConfig(StrictConfig):
     """How to train: task and data, optimiser, schedule, batching, evaluation, limits."""
+
+    _kind = "training"
 
     task: str = "zh-en"
     data: str | None = None  # a .tsv (task tsv) or .txt (task lm) file
@@ -111,16 +113,4 @@ class TrainConfig:
     def monitored(self) -> str:
         return self.monitor or ("loss" if self.is_lm else "exact_match")
 
-    def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "TrainConfig":
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown training key(s): {', '.join(unknown)}")
-        return cls(**data)
-
-    def replace(self, **changes: Any) -> "TrainConfig":
-        return dataclasses.replace(self, **changes)
+    # to_dict / from_dict / replace (unknown keys rejected) come from StrictConfig
