@@ -11,23 +11,16 @@ import time
 
 import torch
 
-from ..config import ModelConfig
-from ..nn import build_model
 from .harness import compare
+from .trace_overhead import FULL, minilm_shaped
 
-FULL = dict(d_model=384, n_heads=12, n_layers=6, d_ff=1536, vocab=30522, batch=8, seq=128, repeats=7)
 
 
 def run(quick: bool = False) -> dict:
     if quick:
         return {"skipped": "torch.compile is measured only in the full run"}
     p = FULL
-    torch.manual_seed(0)
-    cfg = ModelConfig(arch="encoder", vocab_size=p["vocab"], d_model=p["d_model"], n_heads=p["n_heads"],
-                      n_layers=p["n_layers"], d_ff=p["d_ff"], activation="gelu", pe="learned",
-                      embed_norm=True, tie_embeddings=False)
-    model = build_model(cfg).eval()
-    ids = torch.randint(0, p["vocab"], (p["batch"], p["seq"]), generator=torch.Generator().manual_seed(1))
+    model, ids = minilm_shaped(p)
     try:
         compiled = torch.compile(model)
         with torch.no_grad():

@@ -18,14 +18,20 @@ FULL = dict(d_model=384, n_heads=12, n_layers=6, d_ff=1536, vocab=30522, batch=8
 QUICK = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, vocab=100, batch=2, seq=8, repeats=2)
 
 
-def run(quick: bool = False) -> dict:
-    p = QUICK if quick else FULL
+def minilm_shaped(p: dict):
+    """A BERT-style encoder with random weights, and a batch of ids, sized by `p`."""
     torch.manual_seed(0)
     cfg = ModelConfig(arch="encoder", vocab_size=p["vocab"], d_model=p["d_model"], n_heads=p["n_heads"],
                       n_layers=p["n_layers"], d_ff=p["d_ff"], activation="gelu", pe="learned",
                       embed_norm=True, tie_embeddings=False)
     model = build_model(cfg).eval()
     ids = torch.randint(0, p["vocab"], (p["batch"], p["seq"]), generator=torch.Generator().manual_seed(1))
+    return model, ids
+
+
+def run(quick: bool = False) -> dict:
+    p = QUICK if quick else FULL
+    model, ids = minilm_shaped(p)
     with torch.inference_mode():
         out, trace = run_with_trace(model, ids)
         diff = (out - model(ids)).abs().max().item()
