@@ -1,5 +1,6 @@
 """The CLI shell: a user's mistake ends in one line on stderr and exit status 2, never a traceback."""
 
+import json
 import sys
 
 import pytest
@@ -31,3 +32,11 @@ def test_usage_errors_are_one_line(monkeypatch, capsys, argv, needle):
 def test_library_errors_are_one_line(monkeypatch, capsys, tmp_path):
     code, _, err = run_cli(monkeypatch, capsys, "translate", "--ckpt", str(tmp_path / "missing"), "猫 吃 鱼")
     assert code == 2 and err.count("\n") == 1 and "does not exist" in err
+
+
+def test_walkthrough_takes_an_unquoted_sentence(monkeypatch, capsys, tmp_path):
+    """`glassformer walkthrough 猫 吃 鱼` (three arguments) is the sentence 猫 吃 鱼."""
+    monkeypatch.setattr(sys, "argv", ["glassformer", "walkthrough", "猫", "吃", "鱼", "--no-plots", "--quiet",
+                                      "--json", str(tmp_path / "w.json")])
+    cli.main()  # success returns normally
+    assert json.loads((tmp_path / "w.json").read_text())["tokens"] == ["猫", "吃", "鱼"]

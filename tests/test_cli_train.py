@@ -181,3 +181,9 @@ def test_demo_alignment_matches_the_cached_decoder(reverse_run, tmp_path):
     assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[0]), atol=1e-5)
     png, looked = draw_alignment(ck, "1 2 3 4", tmp_path / "alignment.png")
     assert png.stat().st_size > 5_000 and [t for t, _ in looked] == [ck.tgt_tokenizer.id_to_token(i) for i in tgt]
+
+
+def test_translate_refuses_a_word_outside_the_vocabulary(reverse_run, monkeypatch, capsys):
+    code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(reverse_run), "1 X 3")
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "X in '1 X 3' is not in the model's source vocabulary" in err

@@ -42,7 +42,7 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--top-p {top_p} must be in (0, 1]")
         ck = load_checkpoint(ckpt, device=device)
         if ck.config.arch != "decoder":
-            raise InputError(f"{ck.path} holds a {ck.config.arch} model; generate needs a language model "
+            raise InputError(f"{ck.path} holds {'an' if ck.config.arch.startswith('e') else 'a'} {ck.config.arch} model; generate needs a language model "
                              "(train one with --task lm); use `glassformer translate` for translators")
         tok = ck.src_tokenizer
         ids = [tok.bos_id, *tok.encode(prompt)]

@@ -32,7 +32,7 @@ def load_translator(ckpt_dir: str, device: str = "cpu"):
     from ..train.checkpoint import load_checkpoint
     ck = load_checkpoint(ckpt_dir, device=device)
     if ck.config.arch != "encoder-decoder":
-        raise InputError(f"{ck.path} holds a {ck.config.arch} model, not a translator; "
+        raise InputError(f"{ck.path} holds {'an' if ck.config.arch.startswith('e') else 'a'} {ck.config.arch} model, not a translator; "
                          "use `glassformer generate` for language models")
     if ck.src_tokenizer is None:
         raise InputError(f"{ck.path} has no tokenizer files; it cannot read text")

@@ -16,9 +16,9 @@ LANGS = ("en", "zh", "none")
 def register(app: typer.Typer) -> None:
     @app.command()
     def walkthrough(
-        sentence: Optional[str] = typer.Argument(
-            None, help="Whitespace-separated tokens, or unsegmented Chinese (segmented with jieba). "
-                       "Default: the seed's 猫 吃 鱼."),
+        sentence: Optional[list[str]] = typer.Argument(
+            None, help="Whitespace-separated tokens (quoted or not), or unsegmented Chinese (segmented "
+                       "with jieba). Default: the seed's 猫 吃 鱼."),
         seed: int = typer.Option(0, "--seed", help="Seed for every weight (and for --random-embeddings)."),
         ckpt: Optional[str] = typer.Option(None, "--ckpt", help="Trace a trained checkpoint instead "
                                            "(its model, tokenizer and embeddings); excludes the model flags."),
@@ -71,7 +71,7 @@ def register(app: typer.Typer) -> None:
                          norm_position=norm_position, norm_eps=norm_eps, activation=activation,
                          final_norm=final_norm, residual=residual, scale_scores=scale_scores,
                          embed_scale=embed_scale)
-            _run(sentence, seed, ckpt, random_embeddings, None if lang == "none" else lang, json_path,
+            _run(" ".join(sentence) if sentence else None, seed, ckpt, random_embeddings, None if lang == "none" else lang, json_path,
                  html_path, md_path, out if plots else None, quiet, max_cols, flags)
         except GlassformerError as e:
             typer.echo(f"error: {e}", err=True)

@@ -96,6 +96,11 @@ def translate_texts(model, src_tok, tgt_tok, texts: Sequence[str], beam_size: in
         ids = src_tok.encode(text)
         if not ids:
             raise InputError(f"nothing to translate in {text!r}; give a non-empty sentence")
+        if src_tok.unk_id in ids:  # a word the model never saw: refuse rather than guess
+            unknown = [t for t in src_tok.tokens(text) if src_tok.token_to_id(t) is None]
+            known = [t for t in src_tok.vocab[4:] if t.strip()][:12]
+            raise InputError(f"{', '.join(dict.fromkeys(unknown))} in {text!r} is not in the model's source "
+                             f"vocabulary ({src_tok.vocab_size} tokens, e.g. {' '.join(known)})")
         sources.append(ids)
     return [tgt_tok.decode(ids) for ids in translate_ids(model, sources, beam_size, device=device)]
 
