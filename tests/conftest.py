@@ -17,3 +17,15 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 def _seed():
     torch.manual_seed(0)
     yield
+
+
+@pytest.fixture
+def one_thread():
+    """Tiny models: one intra-op thread is fastest; a second only spins when pytest -n 2 fills both cores.
+
+    Modules opt in with `pytestmark = pytest.mark.usefixtures("one_thread")`.
+    """
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from glassformer.interop import from_hf
-
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """These models are tiny: a second intra-op thread only spins (10x slower on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def perturb(hf_model, skip: tuple[str, ...] = (), seed: int = 1) -> int:

@@ -12,14 +12,8 @@ from glassformer.generate import sample_next, top_p_filter
 from glassformer.nn.model import build_model
 from glassformer.trace import run_with_trace
 
+pytestmark = pytest.mark.usefixtures("one_thread")
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny models: one intra-op thread is fastest (two threads thrash when pytest -n 2 fills both cores)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _model(arch, pe="sinusoidal", vocab=17, seed=0, **kw):

@@ -6,7 +6,9 @@ from transformers import BartConfig, BartForConditionalGeneration
 
 from glassformer.errors import InputError
 from glassformer.interop import from_hf
-from seq2seq_helpers import compare, generations, one_thread, padded_batch, perturb  # noqa: F401
+from seq2seq_helpers import compare, generations, padded_batch, perturb
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 TOL = 1e-4
 VOCAB, PAD, BOS, EOS = 40, 1, 0, 2

@@ -7,7 +7,9 @@ from transformers import T5Config, T5ForConditionalGeneration
 
 from glassformer.errors import InputError
 from glassformer.interop import from_hf
-from seq2seq_helpers import compare, generations, one_thread, padded_batch, perturb  # noqa: F401
+from seq2seq_helpers import compare, generations, padded_batch, perturb
+
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 TOL = 1e-4
 VOCAB, PAD, EOS = 40, 0, 1

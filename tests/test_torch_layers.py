@@ -14,16 +14,10 @@ from glassformer.config import ModelConfig
 from glassformer.nn.layers import DecoderLayer, EncoderLayer
 from glassformer.nn.model import TransformerBase
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TOL = 1e-5
 
-
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny layers: a second intra-op thread only spins (10x slower on a busy machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 SHAPES = [(30, 5, 37), (24, 3, 40)]  # (d_model, n_heads, d_ff): d_k = 6 and 8
 COMBOS = list(itertools.product(SHAPES, ("relu", "gelu"), (False, True), ("fast", "math")))
 IDS = [f"d{s[0]}h{s[1]}-{act}-{'pre' if nf else 'post'}-{impl}" for s, act, nf, impl in COMBOS]

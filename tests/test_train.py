@@ -19,16 +19,10 @@ from glassformer.train.evaluate import evaluate
 from glassformer.train.schedule import cosine, noam
 from glassformer.train.tasks import TaskData, encode_split
 
+pytestmark = pytest.mark.usefixtures("one_thread")
+
 TINY = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, norm_position="pre")
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    """pytest -n 2 already fills both cores; a second intra-op thread per worker only contends."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def digit_task(name: str, n: int = 3000, max_len: int = 5) -> TaskData:

@@ -12,7 +12,7 @@ import torch
 from torch import nn
 
 from .base import Context, Outcome, run_tagging, tiny_config
-from .report import line_plot, mean_curve, smooth
+from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec, set_seed
 from .synthetic import TaggingTask
 from .verdict import Check, Variant
@@ -60,8 +60,8 @@ def run(ctx: Context) -> Outcome:
         ctx.log(f"{name}: accuracy {[round(a, 3) for a in accs]} ({r.params} parameters)")
         variants.append(Variant(name, "test accuracy", accs))
         curves[name] = smooth(mean_curve(losses))
-    line_plot(ctx.out_dir / "ffn_loss.png", {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()},
-              "step", "training loss (mean over seeds, smoothed)", "FFN width and activation (1 layer)")
+    step_plot(ctx.out_dir / "ffn_loss.png", curves,
+              "training loss (mean over seeds, smoothed)", "FFN width and activation (1 layer)")
     checks = [
         Check("an FFN (4×, ReLU) beats no FFN", "d_ff=4× relu", "no FFN", True, 0.1),
         Check("d_ff = 4× beats d_ff = 1×", "d_ff=4× relu", "d_ff=1× relu", True, 0.02, main=False),

@@ -9,7 +9,7 @@ One layer, d_model fixed at 64, h = 1, 2, 4, 8 (d_k = 64 / h).
 from __future__ import annotations
 
 from .base import Context, Outcome, run_tagging, tiny_config
-from .report import line_plot, mean_curve, smooth
+from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
 from .verdict import Check, Variant
@@ -35,8 +35,8 @@ def run(ctx: Context) -> Outcome:
         ctx.log(f"h={h}: accuracy {[round(a, 3) for a in accs]}")
         variants.append(Variant(f"h={h} (d_k={64 // h})", "test accuracy (ordered pair, 64 classes)", accs))
         curves[f"h={h}"] = smooth(mean_curve([r.result.losses for r in runs]))
-    line_plot(ctx.out_dir / "heads_loss.png", {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()},
-              "step", "training loss (mean over seeds, smoothed)", "1 layer, d_model 64: number of heads")
+    step_plot(ctx.out_dir / "heads_loss.png", curves,
+              "training loss (mean over seeds, smoothed)", "1 layer, d_model 64: number of heads")
     checks = [
         Check("2 heads beat 1 head on a two-relation task", "h=2 (d_k=32)", "h=1 (d_k=64)", True, 0.1),
         Check("8 heads (the paper's h) beat 1 head", "h=8 (d_k=8)", "h=1 (d_k=64)", True, 0.1),

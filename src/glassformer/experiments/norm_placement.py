@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from .base import Context, Outcome, run_tagging, tiny_config
-from .report import line_plot, mean_curve, smooth
+from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
 from .verdict import Check, Variant
@@ -58,8 +58,7 @@ def run(ctx: Context) -> Outcome:
                                  [min(rebound(r.result.losses), 10 * init_loss) for r in runs]),
                          Variant(f"{name}: diverged", "diverged (1 = NaN/inf)", [float(r.result.diverged) for r in runs])]
             curves[name] = smooth(mean_curve([r.result.losses for r in runs]))
-    line_plot(ctx.out_dir / "norm_placement_loss.png",
-              {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()}, "step",
+    step_plot(ctx.out_dir / "norm_placement_loss.png", curves,
               "training loss (mean over seeds, smoothed)", f"6 layers, peak lr {lr}: Post-LN vs Pre-LN")
     checks = [
         Check("Post-LN needs warmup: without it the final loss is worse", "Post-LN, warmup: loss",

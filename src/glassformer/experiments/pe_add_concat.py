@@ -8,7 +8,7 @@ which makes its embedding table slightly smaller (the parameter counts are repor
 from __future__ import annotations
 
 from .base import Context, Outcome, run_tagging, tiny_config
-from .report import line_plot, mean_curve, smooth
+from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
 from .verdict import Check, Variant
@@ -35,8 +35,7 @@ def run(ctx: Context) -> Outcome:
                      Variant(f"{name}: accuracy", "test accuracy", [r.metrics["test"]["accuracy"] for r in runs])]
         ctx.log(f"{name}: accuracy {[round(r.metrics['test']['accuracy'], 3) for r in runs]}")
         curves[name] = smooth(mean_curve([r.result.losses for r in runs]))
-    line_plot(ctx.out_dir / "pe_add_concat_loss.png",
-              {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()}, "step",
+    step_plot(ctx.out_dir / "pe_add_concat_loss.png", curves,
               "training loss (mean over seeds, smoothed)", "PE added vs concatenated (same d_model)")
     checks = [
         Check("add beats concat (d_pos = 16) on the loss", "add: loss", "concat d_pos=16: loss", False, 0.05),

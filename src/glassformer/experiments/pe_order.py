@@ -14,7 +14,7 @@ import random
 from ..config import ModelConfig
 from ..nn import build_model
 from .base import Context, Outcome
-from .report import line_plot, mean_curve, smooth
+from .report import mean_curve, smooth, step_plot
 from .runner import PAD, BOS, EOS, TrainSpec, greedy_translate, seq2seq_batch, seq2seq_loss, set_seed, train
 from .verdict import Check, Variant
 
@@ -77,8 +77,8 @@ def run(ctx: Context) -> Outcome:
                      Variant(f"pe={pe}: both right", "pairs with both members right", both),
                      Variant(f"pe={pe}: identical", "pairs translated identically", same)]
         curves[f"pe={pe}"] = smooth(mean_curve(losses))
-    line_plot(ctx.out_dir / "pe_order_loss.png", {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()},
-              "step", "training loss (label-smoothed, mean over seeds)", "zh→en with and without positional encoding")
+    step_plot(ctx.out_dir / "pe_order_loss.png", curves,
+              "training loss (label-smoothed, mean over seeds)", "zh→en with and without positional encoding")
     checks = [
         Check("sinusoidal PE translates role-reversed sentences, no PE cannot", "pe=sinusoidal: exact match", "pe=none: exact match",
               True, 0.2),

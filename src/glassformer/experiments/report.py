@@ -51,6 +51,11 @@ def line_plot(path: Path, series: dict[str, tuple[Sequence[float], Sequence[floa
     plt.close(fig)
 
 
+
+def step_plot(path: Path, curves: dict[str, Sequence[float]], ylabel: str, title: str, **kw) -> None:
+    """`line_plot` of per-step curves: x is the step, 1, 2, …"""
+    line_plot(path, {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()}, "step", ylabel, title, **kw)
+
 def smooth(xs: Sequence[float], k: int = 10) -> list[float]:
     """Running mean over k steps (loss curves are noisy at small batch sizes)."""
     out, acc = [], []

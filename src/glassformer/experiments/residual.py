@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 
 from .base import Context, Outcome, run_tagging, tiny_config
-from .report import line_plot, mean_curve, smooth
+from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
 from .verdict import Check, Variant
@@ -63,10 +63,10 @@ def run(ctx: Context) -> Outcome:
                                     [float(r.result.diverged) for r in runs]))
             curves[name] = smooth(mean_curve([r.result.losses for r in runs]))
             grads[name] = smooth(mean_curve([r.result.grad_norms for r in runs]))
-    line_plot(ctx.out_dir / "residual_loss.png", {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()},
-              "step", "training loss (mean over seeds, smoothed)", "Pre-LN, with and without residual")
-    line_plot(ctx.out_dir / "residual_grad.png", {k: (list(range(1, len(v) + 1)), v) for k, v in grads.items()},
-              "step", "first-layer gradient norm (smoothed)", "First-layer gradient norm, with and without residual",
+    step_plot(ctx.out_dir / "residual_loss.png", curves,
+              "training loss (mean over seeds, smoothed)", "Pre-LN, with and without residual")
+    step_plot(ctx.out_dir / "residual_grad.png", grads,
+              "first-layer gradient norm (smoothed)", "First-layer gradient norm, with and without residual",
               logy=True)
     deep = depths[-1]
     checks = [

@@ -12,7 +12,7 @@ import math
 import torch
 
 from .base import Context, Outcome, run_tagging, tiny_config
-from .report import line_plot, mean_curve, smooth
+from .report import line_plot, step_plot, mean_curve, smooth
 from .runner import TrainSpec
 from .synthetic import TaggingTask
 from .verdict import Check, Variant, mean_std
@@ -87,8 +87,7 @@ def run(ctx: Context) -> Outcome:
                                   [r.metrics["test"]["accuracy"] for r in runs]))
         curves[tag] = smooth(mean_curve([r.result.losses for r in runs]))
     variants += train_vars
-    line_plot(ctx.out_dir / "scaling_train.png",
-              {k: (list(range(1, len(v) + 1)), v) for k, v in curves.items()}, "step",
+    step_plot(ctx.out_dir / "scaling_train.png", curves,
               "training loss (mean over seeds, smoothed)", "Training with d_k = 256, with and without ÷√d_k")
 
     checks = [
