@@ -96,3 +96,17 @@ def test_interleaving_alternates_and_ratio_tracks_time():
     res = harness.compare(sides["a"], sides["b"], work=1, repeats=4, warmup=1, names=("a", "b"))
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b", "b", "a"]  # warm-up, then A B / B A
     assert 1.8 < res["ratio"] < 4.5  # 30 ms vs 10 ms (sleep only ever overshoots)
+
+
+def test_matmul_peak_asks_onednn_only_for_what_this_cpu_supports():
+    # The AVX2 crash: oneDNN's bf16 linear has no kernel without AVX512_BF16/AMX and raises.
+    # The peak must be measurable for both precisions on any CPU, and its number must be real:
+    # n×n @ n×n done with torch.mm (2n³ FLOPs) in a time no shorter than this process can time.
+    has_bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    fp32 = harness.matmul_peak(64, torch.float32, repeats=2)
+    bf16 = harness.matmul_peak(64, torch.bfloat16, repeats=2)
+    assert ("oneDNN linear" in bf16) == has_bf16
+    assert ("oneDNN linear" in fp32) == torch.backends.mkldnn.is_available()
+    for peaks in (fp32, bf16):
+        assert peaks["peak"] == max(v for k, v in peaks.items() if k != "peak") > 0
+    assert harness.onednn_linear_supports(torch.float16) is False

@@ -67,6 +67,20 @@ def compare(ours: Callable[[], object], theirs: Callable[[], object], work: floa
     }
 
 
+def onednn_linear_supports(dtype: torch.dtype) -> bool:
+    """Whether oneDNN's private linear op exists here and has a kernel for `dtype` on this CPU.
+
+    oneDNN has no bfloat16 inner product without native bf16 instructions (AVX512_BF16 / AMX):
+    on an AVX2 machine the op raises instead of falling back, so bf16 is only asked where the CPU
+    has it. float32 works on every ISA oneDNN supports.
+    """
+    if getattr(torch.ops.mkldnn, "_linear_pointwise", None) is None or not torch.backends.mkldnn.is_available():
+        return False
+    if dtype == torch.bfloat16:
+        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    return dtype == torch.float32
+
+
 def matmul_peak(n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int = 10) -> dict[str, float]:
     """The machine's matmul throughput (FLOP/s): median of n×n @ n×n (2n³ FLOPs) per library.
 
@@ -77,8 +91,8 @@ def matmul_peak(n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int 
     a = torch.randn(n, n).to(dtype)
     b = torch.randn(n, n).to(dtype)
     sides = {"torch.mm": lambda: torch.mm(a, b)}
-    linear = getattr(torch.ops.mkldnn, "_linear_pointwise", None)
-    if linear is not None and torch.backends.mkldnn.is_available():
+    if onednn_linear_supports(dtype):
+        linear = torch.ops.mkldnn._linear_pointwise
         sides["oneDNN linear"] = lambda: linear(a, b.t(), None, "none", [], "")
     t = interleaved(sides, repeats, warmup=2)
     out = {name: 2 * n ** 3 / timing.median for name, timing in t.items()}
