@@ -79,8 +79,8 @@ def test_unknown_section_is_one_line():
 def test_train_flops_match_torch_flop_counter(monkeypatch):
     # the explicit-math path computes QKᵀ and pattern·V as plain matmuls, so torch counts them too;
     # torch's counter does not know oneDNN's linear, so the GEMMs take the addmm path here
-    from glassformer.nn import common
-    monkeypatch.setattr(common, "_LINEAR", None)
+    from glassformer.nn import routes
+    monkeypatch.setattr(routes, "_LINEAR", None)
     p = training.QUICK
     model = training.build_model(training.glassformer_config(p).replace(attn_impl="math")).train()
     src = torch.randint(4, p["vocab"], (p["batch"], p["seq"]))

@@ -1,33 +1,93 @@
-"""The oneDNN GEMMs of the fast path (nn/common.py) against torch's own addmm and autograd."""
+"""The GEMM routes of the fast path (nn/common.py, nn/routes.py) against torch's own addmm and
+autograd, and against a float64 product: every route gives the same numbers to float32 rounding."""
 
 from __future__ import annotations
+
+import warnings
 
 import pytest
 import torch
 
-from glassformer.nn import common
+from glassformer.errors import InputError
+from glassformer.nn import common, routes
+
+ONEDNN = routes.onednn_available()
 
 
-@pytest.mark.parametrize("shape", [(64, 96), (4, 16, 96), (1, 1, 384)])
-@pytest.mark.parametrize("bias", [True, False])
-def test_affine_forward_and_backward_match_addmm(shape, bias):
-    g = torch.Generator().manual_seed(0)
+@pytest.fixture
+def fresh_table():
+    """An empty route table: the measurement runs again, and nothing leaks into other tests."""
+    saved = (dict(routes.TABLE.chosen), dict(routes.TABLE.timings))
+    routes.TABLE.clear()
+    yield routes.TABLE
+    routes.TABLE.clear()
+    routes.TABLE.chosen.update(saved[0])
+    routes.TABLE.timings.update(saved[1])
+
+
+def _operands(shape, bias, g):
     d_out = 512
     x = torch.randn(*shape, generator=g, requires_grad=True)
     W = torch.randn(shape[-1], d_out, generator=g, requires_grad=True)
     b = torch.randn(d_out, generator=g, requires_grad=True) if bias else None
+    return x, W, b
+
+
+@pytest.mark.parametrize("route", ["auto", "onednn", "blas"])
+@pytest.mark.parametrize("shape", [(64, 96), (4, 16, 96), (1, 1, 384)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_affine_forward_and_backward_match_addmm_on_every_route(route, shape, bias, monkeypatch, fresh_table):
+    # where oneDNN is absent or switched off (the portability leg), "onednn" falls back to blas
+    monkeypatch.setenv("GLASSFORMER_GEMM", route)
+    x, W, b = _operands(shape, bias, torch.Generator().manual_seed(0))
     rows = x.numel() // shape[-1]
-    assert common._onednn_ok(x.reshape(rows, -1), W)  # this size takes the oneDNN path
+    assert common._onednn_ok(x.reshape(rows, -1), W) == ONEDNN  # big enough for a route choice
     y = common.affine(x, W, b)
-    upstream = torch.randn(y.shape, generator=g)
-    grads = torch.autograd.grad((y * upstream).sum(), [t for t in (x, W, b) if t is not None])
+    upstream = torch.randn(y.shape)
+    leaves = [t for t in (x, W, b) if t is not None]
+    grads = torch.autograd.grad((y * upstream).sum(), leaves)
     ref = x @ W + (b if b is not None else 0)
-    ref_grads = torch.autograd.grad((ref * upstream).sum(), [t for t in (x, W, b) if t is not None])
+    ref_grads = torch.autograd.grad((ref * upstream).sum(), leaves)
     torch.testing.assert_close(y, ref, rtol=1e-5, atol=1e-4)
     for got, want in zip(grads, ref_grads):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    with torch.inference_mode():  # the measuring call (auto) returns a real product too
+        exact = (x.double() @ W.double() + (b.double() if b is not None else 0)).float()
+        torch.testing.assert_close(common.affine(x, W, b), exact, rtol=1e-5, atol=1e-4)
+        torch.testing.assert_close(common.affine(x, W, b), exact, rtol=1e-5, atol=1e-4)
+
+
+def test_measurement_keeps_the_faster_route_per_shape_class(fresh_table, monkeypatch):
+    monkeypatch.delenv("GLASSFORMER_GEMM", raising=False)
+    x, W = torch.randn(1, 384), torch.randn(384, 1152)
     with torch.inference_mode():
-        torch.testing.assert_close(common.affine(x, W, b), ref.detach(), rtol=1e-5, atol=1e-4)
+        common.affine(x, W, None)
+        common.affine(torch.randn(6, 384), W, None)  # 6 rows: the 8-row class
+    rows = {r["rows"]: r for r in fresh_table.rows()}
+    assert set(rows) == ({1, 8} if ONEDNN else set())
+    for r in rows.values():
+        assert (r["K"], r["N"]) == (384, 1152)
+        faster = min(routes.ROUTES, key=lambda name: r[f"{name}_us"])
+        assert r["winner"] == faster and r[f"{faster}_us"] > 0
+
+
+def test_onednn_switched_off_takes_blas(monkeypatch, fresh_table):
+    monkeypatch.setattr(routes, "_LINEAR", None)  # what GLASSFORMER_ONEDNN=0 sets at import
+    x, W = torch.randn(64, 384), torch.randn(384, 512)
+    assert not common._onednn_ok(x, W)
+    torch.testing.assert_close(common.affine(x, W, None), (x.double() @ W.double()).float(), rtol=1e-5, atol=1e-4)
+    assert fresh_table.rows() == []  # nothing measured: one route only
+    monkeypatch.undo()
+    with warnings.catch_warnings():  # flags() also re-sets TF32, which warns on CPU builds
+        warnings.simplefilter("ignore")
+        with torch.backends.mkldnn.flags(enabled=False):  # torch's own switch is honoured too
+            assert not common._onednn_ok(x, W)
+
+
+def test_unknown_route_name_is_refused_in_one_line(monkeypatch):
+    monkeypatch.setenv("GLASSFORMER_GEMM", "cublas")
+    with pytest.raises(InputError, match="GLASSFORMER_GEMM='cublas' is not a route; use auto, onednn or blas"):
+        routes.forced_route()
 
 
 def test_affine_under_bf16_autocast_uses_torch_ops():

@@ -1,0 +1,107 @@
+"""Which library computes each x·W + b: decided on this machine, by measurement (issue 11).
+
+The same fp32 GEMM has two routes on a CPU build of PyTorch:
+
+- `onednn`: oneDNN's linear (`torch.ops.mkldnn._linear_pointwise`, a private op, W as a strided view);
+- `blas`:   `torch.addmm` / `x @ W`, i.e. the BLAS PyTorch was built with (MKL's sgemm, or its sgemv
+  when x is one row).
+
+Which is faster depends on the CPU, not on the code: on an AVX-512 machine whose MKL took a slow path
+oneDNN won everywhere; on an AVX2 EPYC MKL's matrix-vector product wins the batch-1 decoding shapes by
+2× and oneDNN wins the wider ones (docs/benchmarks.md). So nothing is assumed: the first product of a
+shape class (rows bucketed to a power of two, K, N, threads) times each route on the real operands,
+keeps the faster one for the rest of the process and returns that product's result. The routes agree
+to float32 rounding (the same sums in another order); tests/test_fast_gemm.py holds them to it.
+
+Switches, for portability checks and for users:
+- `GLASSFORMER_ONEDNN=0`, or `torch.backends.mkldnn.enabled = False`: never use the oneDNN route;
+- `GLASSFORMER_GEMM=onednn|blas`: one route for every shape (`auto`, the default, measures).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Callable
+
+import torch
+
+ROUTES = ("onednn", "blas")
+_TRIALS = 3  # timed calls per route after one untimed (oneDNN builds its primitive on the first)
+
+# oneDNN's linear (y = x·Wᵀ + b); absent from builds without oneDNN, or switched off by the user
+_LINEAR = (getattr(torch.ops.mkldnn, "_linear_pointwise", None)
+           if torch.backends.mkldnn.is_available() and os.environ.get("GLASSFORMER_ONEDNN", "1") != "0" else None)
+
+
+def forced_route() -> str | None:
+    """The route GLASSFORMER_GEMM pins, or None to measure; a wrong value is refused in one line."""
+    value = os.environ.get("GLASSFORMER_GEMM", "auto").strip().lower()
+    if value in ("", "auto"):
+        return None
+    if value not in ROUTES:
+        from ..errors import InputError
+        raise InputError(f"GLASSFORMER_GEMM={value!r} is not a route; use auto, {' or '.join(ROUTES)}")
+    return value
+
+
+def onednn_available() -> bool:
+    return _LINEAR is not None and torch.backends.mkldnn.enabled
+
+
+def onednn_linear(x2: torch.Tensor, W_out_in: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return _LINEAR(x2, W_out_in, b, "none", [], "")
+
+
+def blas_affine(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return x2 @ W if b is None else torch.addmm(b, x2, W)
+
+
+def _onednn_affine(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+    return onednn_linear(x2, W.t(), b)
+
+
+_CALL: dict[str, Callable] = {"onednn": _onednn_affine, "blas": blas_affine}
+
+
+def shape_class(rows: int, W: torch.Tensor) -> tuple[int, int, int, int]:
+    """(rows rounded up to a power of two, K, N, threads): products that cost alike."""
+    return (1 << (rows - 1).bit_length(), W.shape[0], W.shape[1], torch.get_num_threads())
+
+
+class RouteTable:
+    """The route measured for every shape class seen so far in this process, with its timings."""
+
+    def __init__(self):
+        self.chosen: dict[tuple, str] = {}
+        self.timings: dict[tuple, dict[str, float]] = {}
+
+    def route(self, key: tuple) -> str | None:
+        return self.chosen.get(key)
+
+    def measure(self, key: tuple, x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
+        """Time each route on these operands (best of _TRIALS, interleaved); keep the faster."""
+        best = {name: float("inf") for name in ROUTES}
+        for name in ROUTES:
+            y = _CALL[name](x2, W, b)
+        for _ in range(_TRIALS):
+            for name in ROUTES:
+                t = time.perf_counter()
+                y = _CALL[name](x2, W, b)
+                best[name] = min(best[name], time.perf_counter() - t)
+        self.timings[key] = best
+        self.chosen[key] = min(best, key=best.get)
+        return y
+
+    def rows(self) -> list[dict]:
+        """One row per shape class: what each route took (µs) and which won."""
+        return [{"rows": k[0], "K": k[1], "N": k[2], "threads": k[3], "winner": self.chosen[k],
+                 **{f"{name}_us": round(t * 1e6, 1) for name, t in self.timings.get(k, {}).items()}}
+                for k in sorted(self.chosen)]
+
+    def clear(self) -> None:
+        self.chosen.clear()
+        self.timings.clear()
+
+
+TABLE = RouteTable()
