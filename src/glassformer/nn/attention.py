@@ -40,6 +40,7 @@ class KVCache:
         self.next_pos: torch.Tensor | None = None  # (batch,) next absolute position per row
         self.positions: torch.Tensor | None = None  # (batch, length) positions of cached keys
         self.padding_mask: torch.Tensor | None = None  # (batch, length) True at padding
+        self._records: dict[str, torch.Tensor] = {}  # preallocated buffers behind the two above
 
     def append(self, layer: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Store k, v (batch, head, new, d_k) after the cached ones; return all so far."""
@@ -56,18 +57,34 @@ class KVCache:
         vb[:, :, start:start + new] = v
         return kb[:, :, :start + new], vb[:, :, :start + new]
 
+    def extend(self, name: str, new: torch.Tensor) -> torch.Tensor:
+        """Append `new` (batch, new) to the per-key record `name` ("positions" or "padding_mask").
+
+        Written in place into a preallocated buffer, like the keys: a decode step costs the same
+        whatever the cache holds. Positions recorded before this record existed were not padding.
+        """
+        start, n = self.length, new.shape[1]
+        buf = self._records.get(name)
+        if buf is None or buf.shape[1] < start + n:
+            grown = new.new_zeros(new.shape[0], max(self.capacity, 2 * (start + n)))
+            if start and getattr(self, name) is not None:
+                grown[:, :start] = getattr(self, name)
+            buf = self._records[name] = grown
+        buf[:, start:start + n] = new
+        setattr(self, name, buf[:, :start + n])
+        return getattr(self, name)
+
     def reorder(self, index: torch.Tensor) -> None:
         """Keep rows `index` of the batch (beam search)."""
         for layer, bufs in self.self_kv.items():
             self.self_kv[layer] = [b.index_select(0, index) for b in bufs]
         for layer, (k, v) in self.cross_kv.items():
             self.cross_kv[layer] = (k.index_select(0, index), v.index_select(0, index))
-        for name in ("next_pos", "positions"):
-            t = getattr(self, name)
-            if t is not None:
-                setattr(self, name, t.index_select(0, index))
-        if self.padding_mask is not None:
-            self.padding_mask = self.padding_mask.index_select(0, index)
+        if self.next_pos is not None:
+            self.next_pos = self.next_pos.index_select(0, index)
+        for name, buf in self._records.items():
+            self._records[name] = buf.index_select(0, index)
+            setattr(self, name, self._records[name][:, :self.length])
 
 
 class MultiHeadAttention(nn.Module):

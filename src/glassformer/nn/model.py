@@ -204,14 +204,14 @@ class _Decoding(TransformerBase):
                 positions = self._positions(ids, q_pad).expand(ids.shape[0], -1)
             else:
                 positions = self._positions(ids, None, start=cache.next_pos)
-            k_positions = positions if cache.length == 0 else torch.cat([cache.positions, positions], 1)
+            k_positions = cache.extend("positions", positions)
         x = self._embed(prefix, ids, positions)
         pos_bias, rope = self._position_terms(prefix, positions, k_positions)
         self_bias = self._mask_bias(pos_bias, pad, x.dtype)
         x = self.dec(x, memory, self_bias=self_bias, cross_bias=cross_bias, rope=rope,
                      padding_mask=q_pad, cache=cache)
         if cache is not None:
-            cache.positions, cache.length = k_positions, cache.length + ids.shape[1]
+            cache.length += ids.shape[1]
             cache.next_pos = positions[:, -1] + 1
         norm = getattr(self, "dec_norm", None)
         if norm is not None:
@@ -232,17 +232,10 @@ class _Decoding(TransformerBase):
 
 def _extend_cache_padding(cache: KVCache, ids: torch.Tensor, pad: torch.Tensor | None) -> torch.Tensor | None:
     """The key-padding mask over cached + new positions (new decode steps are never padding)."""
-    new = pad if pad is not None else None
-    if cache.padding_mask is None and new is None:
+    if cache.padding_mask is None and pad is None:
         return None
-    if new is None:
-        new = torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
-    if cache.padding_mask is None:
-        old = torch.zeros(ids.shape[0], cache.length, dtype=torch.bool, device=ids.device)
-    else:
-        old = cache.padding_mask
-    cache.padding_mask = torch.cat([old, new], dim=1)
-    return cache.padding_mask
+    new = pad if pad is not None else torch.zeros(ids.shape, dtype=torch.bool, device=ids.device)
+    return cache.extend("padding_mask", new)
 
 
 class DecoderLM(_Decoding):
