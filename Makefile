@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean
+.PHONY: demo test portability setup clean
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,11 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n 2 -q tests
+	$(MAKE) portability
+
+# the numerical tests and bench --quick again, ISA capped and oneDNN off (scripts/portability.sh)
+portability: $(STAMP)
+	BIN=$(BIN) bash scripts/portability.sh
 
 clean:
 	rm -rf $(VENV)

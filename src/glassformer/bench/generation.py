@@ -5,13 +5,17 @@ a config, converted with `interop.from_hf`, and both generate 256 new tokens gre
 cache, never stopping early. The tokens must be identical: same weights, same argmax. A second
 comparison runs glassformer with and without its cache (the cache turns each step from a forward
 over the whole prefix into one over the new token, seed 000 §8).
+
+Batch 1 is also held against this machine's own limit, measured in the same run (issue 11): one
+matrix-vector pass over all parameters per token (`harness.weight_stream`), timed interleaved with
+the decode loop; the fraction is that pass's time per token over the loop's.
 """
 
 from __future__ import annotations
 
 import torch
 
-from .harness import compare, top_ops
+from .harness import compare, interleaved, top_ops, weight_stream
 
 FULL = dict(n_layer=6, n_embd=384, n_head=6, vocab=8000, prompt=8, new_tokens=256, batches=(1, 8), repeats=3,
             cache_repeats=3)
@@ -55,6 +59,8 @@ def run(quick: bool = False) -> dict:
             res["new_tokens"] = int(a.shape[1] - ids.shape[1])
             if batch == p["batches"][0]:
                 res["profile"] = top_ops(ours_fn)
+            if batch == 1:
+                res["bound"] = streaming_bound(ours, ours_fn, n, res, p["repeats"])
             out[f"batch_{batch}"] = res
             # the same with one thread: a decode step is a chain of tiny kernels, and on a shared
             # machine every two-thread parallel region can wait for a descheduled thread
@@ -75,3 +81,21 @@ def run(quick: bool = False) -> dict:
         res["identical_tokens"] = bool(torch.equal(outs["cache"], outs["no cache"]))
         out["cache_vs_no_cache"] = res
     return out
+
+
+def streaming_bound(model, decode, new_tokens: int, res: dict, repeats: int) -> dict:
+    """Batch-1 decoding as a fraction of the weight-streaming bound, both timed interleaved."""
+    stream = weight_stream(model)
+
+    def passes():  # one pass per generated token: the same work, at the memory's speed
+        for _ in range(new_tokens):
+            stream()
+
+    t = interleaved({"decode": decode, "stream": passes}, repeats, warmup=1)
+    per_token = {name: timing.median / new_tokens for name, timing in t.items()}
+    bytes_per_pass = 4 * sum(p.numel() for p in model.parameters())
+    hf_per_token = res["HF GPT-2"]["median_s"] / new_tokens
+    return {"stream_s_per_token": per_token["stream"], "decode_s_per_token": per_token["decode"],
+            "stream_GB_per_s": bytes_per_pass / per_token["stream"] / 1e9,
+            "fraction": per_token["stream"] / per_token["decode"],
+            "hf_fraction": per_token["stream"] / hf_per_token}

@@ -77,7 +77,8 @@ def onednn_linear_supports(dtype: torch.dtype) -> bool:
     if getattr(torch.ops.mkldnn, "_linear_pointwise", None) is None or not torch.backends.mkldnn.is_available():
         return False
     if dtype == torch.bfloat16:
-        return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        from ..nn.routes import onednn_bf16
+        return onednn_bf16()
     return dtype == torch.float32
 
 
@@ -98,6 +99,20 @@ def matmul_peak(n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int 
     out = {name: 2 * n ** 3 / timing.median for name, timing in t.items()}
     out["peak"] = max(out.values())
     return out
+
+
+def weight_stream(model: torch.nn.Module, width: int = 1024) -> Callable[[], torch.Tensor]:
+    """One pass over every parameter of `model` as a matrix-vector product: the batch-1 decoding bound.
+
+    A decode step at batch 1 must read every weight once (issue 11); on a model larger than the
+    cache that read, not arithmetic, sets the time. All parameters are copied into one contiguous
+    (P / width, width) fp32 matrix, so the pass streams memory as fast as this machine can; the
+    returned call computes that matrix times a vector. Tied weights count once (`parameters()`).
+    """
+    flat = torch.cat([p.detach().reshape(-1).float() for p in model.parameters()])
+    flat = torch.nn.functional.pad(flat, (0, -flat.numel() % width)).view(-1, width)
+    v = torch.randn(width)
+    return lambda: torch.mv(flat, v)
 
 
 def top_ops(fn: Callable[[], object], n: int = 8) -> list[dict]:

@@ -21,6 +21,15 @@ def _side_rows(res: dict, sides: tuple[str, str], label: str) -> list[str]:
     return [f"| {label} | {a['rate']:.0f} | {b['rate']:.0f} | {res['ratio']:.2f}× |"]
 
 
+def _isa_line(m: dict) -> str:
+    """Which instruction sets this run's kernels could use, and the caps it ran under."""
+    if "cpu_flags" not in m:
+        return ""
+    caps = ", ".join(f"{k}={v}" for k, v in m["isa_env"].items()) or "none"
+    return (f" CPU flags: {' '.join(m['cpu_flags']) or 'none of avx2/avx512'}; ATen kernels:"
+            f" {m['aten_capability']}; oneDNN bf16: {'yes' if m['onednn_bf16'] else 'no'}; caps set: {caps}.")
+
+
 def plot(results: dict, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
@@ -55,6 +64,7 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
     out = ["# Benchmarks", "",
            f"Produced by `{command}` on {results['started']} in {results['seconds'] / 60:.1f} min.",
            f"Machine: {m['cpu']}, {m['torch_threads']} torch threads, torch {m['torch']}, Python {m['python']}."
+           + _isa_line(m)
            + (f" Load average (other work on the same 2 cores) {m['load_average']:.1f} at the start,"
               f" {m.get('load_average_end', float('nan')):.1f} at the end." if "load_average" in m else ""),
            "",
@@ -110,6 +120,13 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
             r = g[key]
             out.append(f"| {key.split('_')[1]}, 1 thread | {r['glassformer']['rate']:.0f} | {r['HF GPT-2']['rate']:.0f} |"
                        f" {r['ratio']:.2f}× | (same runs' tokens) |")
+        if "bound" in g.get("batch_1", {}):
+            b = g["batch_1"]["bound"]
+            out += ["", f"Weight-streaming bound, measured interleaved with the batch-1 loop: one matrix-vector"
+                    f" pass over all parameters takes {b['stream_s_per_token'] * 1e3:.2f} ms"
+                    f" ({b['stream_GB_per_s']:.1f} GB/s); glassformer decodes a token in"
+                    f" {b['decode_s_per_token'] * 1e3:.2f} ms, **{b['fraction']:.0%} of the bound**"
+                    f" (HF GPT-2 {b['hf_fraction']:.0%}, from its own runs above)."]
         c = g["cache_vs_no_cache"]
         out += ["", f"KV cache vs recomputing the prefix each step (batch 1, {p['new_tokens']} tokens):"
                 f" {c['cache']['rate']:.0f} vs {c['no cache']['rate']:.0f} tokens/s, {c['ratio']:.1f}×,"
@@ -143,6 +160,13 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
             out.append(f"MiniLM-shaped encoder, batch {p['batch']} × {p['seq']}: compiling took {c['compile_s']:.0f} s;"
                        f" compiled {c['compiled']['median_s'] * 1e3:.0f} ms vs eager {c['eager']['median_s'] * 1e3:.0f} ms"
                        f" per forward ({c['ratio']:.2f}×), max abs difference {c['max_abs_diff']:.1e}.")
+    if results.get("gemm_routes"):
+        out += ["", "## GEMM routes this run measured (`nn/routes.py`: first product of each shape class,"
+                " best of 3 per route)", "", "| rows ≤ | K | N | threads | oneDNN µs | BLAS µs | faster |",
+                "|---:|---:|---:|---:|---:|---:|---|"]
+        for r in results["gemm_routes"]:
+            out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {r.get('onednn_us', '')} |"
+                       f" {r.get('blas_us', '')} | {r['winner']} |")
     profiles = [(k, results[k]["profile"]) for k in ("encoder", "training", "trace") if k in results]
     if "generation" in results:
         profiles += [(f"generation {k.replace('_', ' ')}", v["profile"]) for k, v in results["generation"].items()

@@ -107,6 +107,11 @@ def register(app: typer.Typer) -> None:
         if resume and overrides:
             given = ", ".join("--" + flag.replace("_", "-") for flag in MODEL_FLAGS if values[flag] is not None)
             typer.echo(f"note: --resume keeps the run's own model; ignoring {given}", err=True)
+        if bf16 and cfg.device.startswith("cpu"):
+            from ..nn.routes import onednn_bf16
+            if not onednn_bf16():  # issue 11: say so once; autocast still runs, never a crash
+                typer.echo("note: this CPU has no native bf16 (AVX512_BF16 or AMX); --bf16 runs emulated"
+                           " and is likely slower than float32 here", err=True)
         result = run_training(cfg, resume=resume, model_overrides=overrides)
         if _is_rank0():  # under torchrun only rank 0 reports
             print_summary(result)

@@ -49,6 +49,17 @@ def onednn_available() -> bool:
     return _LINEAR is not None and torch.backends.mkldnn.enabled
 
 
+def onednn_bf16() -> bool:
+    """Whether oneDNN has native bfloat16 kernels on this CPU (AVX512_BF16 or AMX); False if unknown.
+
+    Without them oneDNN's bf16 linear raises instead of falling back (the AVX2 crash of issue 11).
+    """
+    try:
+        return torch.backends.mkldnn.is_available() and bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):  # a build without the private op
+        return False
+
+
 def onednn_linear(x2: torch.Tensor, W_out_in: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     return _LINEAR(x2, W_out_in, b, "none", [], "")
 
