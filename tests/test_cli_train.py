@@ -173,7 +173,9 @@ def test_demo_alignment_matches_the_cached_decoder(reverse_run, tmp_path):
 
     ck = load_checkpoint(reverse_run)
     src = ck.src_tokenizer.encode("1 2 3 4")
-    ids, attn = generate(ck.model, torch.tensor([src]), max_new_tokens=10, return_cross_attention=True)
+    # the demo decodes with translate_ids' limit; the same here, or an unconverged model that never
+    # emits <eos> gives the demo more tokens than this call
+    ids, attn = generate(ck.model, torch.tensor([src]), max_new_tokens=2 * len(src) + 10, return_cross_attention=True)
     tgt = [i for i in ids[0, 1:].tolist() if i not in (ck.config.eos_id, ck.config.pad_id)]
     weights = cross_attention(ck.model, src, tgt)  # rows: each predicted token, then <eos>
     n = min(weights.shape[0], attn.shape[1])
