@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 import time
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def app(runs_dir):
 
 @pytest.fixture(scope="module")
 def client(app):
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1:8000")  # a loopback Host, as a browser here sends
 
 
 def test_models_listed_and_schema_documented(client):
@@ -135,14 +136,17 @@ def test_malformed_requests(client):
 
 
 def test_serve_binds_loopback_by_default(monkeypatch):
-    import uvicorn
     from typer.testing import CliRunner
     from glassformer.cli import app as cli
+    from glassformer.commands import serve
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
-    res = CliRunner().invoke(cli, ["serve", "--port", "8765"])
+    monkeypatch.setattr(serve, "serve_forever", lambda app, sock: seen.update(address=sock.getsockname()))
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = CliRunner().invoke(cli, ["serve", "--port", str(port)])
     assert res.exit_code == 0, res.output
-    assert seen["host"] == "127.0.0.1" and seen["port"] == 8765
+    assert seen["address"] == ("127.0.0.1", port)
 
 
 def test_fifty_concurrent_requests(app):

@@ -8,6 +8,7 @@ construction with one line naming the field.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,8 @@ def _positive(name: str, value: Any, allow_none: bool = False, integer: bool = T
     if value is None and allow_none:
         return
     kind = int if integer else (int, float)
-    _check(not isinstance(value, bool) and isinstance(value, kind) and value > 0,
-           f"{name}={value!r} must be a positive {'integer' if integer else 'number'}")
+    _check(not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value) and value > 0,
+           f"{name}={value!r} must be a positive {'integer' if integer else 'finite number'}")
 
 
 @dataclass(frozen=True)
@@ -98,11 +99,12 @@ class TrainConfig(StrictConfig):
             _positive(name, getattr(self, name), integer=False)
         for name in ("beta1", "beta2", "label_smoothing", "min_lr_ratio"):
             v = getattr(self, name)
-            _check(isinstance(v, (int, float)) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")
-        _check(self.weight_decay >= 0, f"weight_decay={self.weight_decay!r} must be >= 0")
+            _check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")
+        _check(isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay)
+               and self.weight_decay >= 0, f"weight_decay={self.weight_decay!r} must be a finite number >= 0")
         _check(self.stop_at is None or 0 < self.stop_at <= 1,
                f"stop_at={self.stop_at!r} must be an exact-match fraction in (0, 1]")
-        _check(self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
+        _check(isinstance(self.device, str) and (self.device in ("cpu", "cuda") or self.device.startswith("cuda:")),
                f"device={self.device!r} must be cpu, cuda or cuda:N")
 
     @property
