@@ -176,10 +176,10 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     state = None
     if resume:
         saved = ckpt.load_checkpoint(run_dir / "checkpoint")
+        run_folder.check_same_run(run_dir, cfg, saved.meta.get("train_config") or {}, saved.meta.get("data_sha256"))
         state = ckpt.load_train_state(run_dir / "checkpoint", RESUME_KEYS)
         from .config import TrainConfig
         was = state["train_config"]  # limits not given again are the run's own
-        run_folder.check_same_run(run_dir, cfg, was, state.get("data_sha256"))
         limits = {k: getattr(cfg, k) if getattr(cfg, k) is not None else was[k] for k in ("max_steps", "max_minutes")}
         cfg = TrainConfig.from_dict({**was, "out": cfg.out, "quiet": cfg.quiet, **limits})
         model_config = saved.config
@@ -189,7 +189,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         found = run_folder.guard_new_run(run_dir, force)
         if rt.is_main:
             run_folder.clear(run_dir, found)
-    fingerprint = state.get("data_sha256") if state is not None else run_folder.data_fingerprint(cfg.data)
+    fingerprint = saved.meta.get("data_sha256") if state is not None else run_folder.data_fingerprint(cfg.data)
     threads = cfg.threads if cfg.threads is not None else TASK_THREADS.get(cfg.task)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -220,7 +220,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
     log = MetricsLog(run_dir / "metrics.jsonl", step if resume else None, rt.is_main)
     monitor = cfg.monitored
-    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict()}
+    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict(), "data_sha256": fingerprint}
 
     def save(dirname: str, with_state: bool, metrics: dict) -> None:
         if not rt.is_main:
@@ -230,7 +230,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
-                 "train_config": cfg.to_dict(), "data_sha256": fingerprint}
+                 "train_config": cfg.to_dict()}
         ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
                              {**meta_base, "step": step, "metrics": _public(metrics)})
 

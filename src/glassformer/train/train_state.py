@@ -18,6 +18,7 @@ refused with one line, before any of it runs.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -126,9 +127,10 @@ def _read_legacy(path: Path) -> dict:
         with torch.serialization.safe_globals(_legacy_globals()):
             state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # weights_only refuses before running anything
-        wanted = next((ln.strip() for ln in str(e).splitlines() if "GLOBAL" in ln), "an object that is not data")
-        raise InputError(f"{path} was refused: it asks to run code ({wanted[:120]}); a train state holds only "
-                         "tensors and numbers, so do not resume from this folder unless you rebuild it") from None
+        found = re.search(r"GLOBAL (\S+)", str(e))
+        wanted = found.group(1) if found else "an object that is not data"
+        raise InputError(f"{path} was refused unread: it asks to run code ({wanted}); a train state holds only "
+                         "tensors and numbers, so do not resume from a folder you cannot trust") from None
     except Exception as e:
         raise InputError(f"{path} could not be read ({type(e).__name__}); the checkpoint is corrupt") from None
     if not isinstance(state, dict):
