@@ -50,7 +50,8 @@ class StrictConfig:
     @classmethod
     def _reject_unknown(cls, keys) -> None:
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(keys) - known)
+        # repr for a key that is not plain text (a newline, a number): the message stays one line
+        unknown = sorted(k if isinstance(k, str) and k.isprintable() else repr(k) for k in set(keys) - known)
         if unknown:
             raise ConfigError(f"unknown {cls._kind} key(s): {', '.join(unknown)}"
                               f" (known keys: {', '.join(sorted(known))})")
