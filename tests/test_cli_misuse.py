@@ -12,6 +12,7 @@ import errno
 import socket
 
 import pytest
+import torch
 
 from glassformer.config import ModelConfig
 from glassformer.nn import build_model
@@ -82,6 +83,8 @@ CASES = [
     ("device", COPY + ["--device", "tpu"], "device='tpu'"),
     ("device", COPY + ["--device", "cuda:x"], "device="),
     ("device", ["translate", "--ckpt", "{run}", "--device", "tpu", "1 2"], "device='tpu'"),
+    *([("device", COPY + ["--device", "cuda"], "no CUDA GPU")] if not torch.cuda.is_available() else
+      [("device", COPY + ["--device", "cuda:99"], "CUDA device(s)")]),
     # ---- paths ----
     ("paths", COPY[:-2] + ["--out", "{tmp}/a_file"], "is a file"),
     ("paths", COPY[:-2] + ["--out", "{tmp}/a_file/under"], "Not a directory"),
@@ -115,7 +118,17 @@ CASES = [
     ("options", ["eval", "--ckpt", "{run}", "--beam", "0"], "--beam 0"),
     ("options", ["inspect", "--model", "{run}", "--layer", "9", "1 2"], "--layer 9"),
     ("options", ["inspect", "--model", "{run}", "--json", "{tmp}/a_file/x.json", "1 2"], "a_file"),
+    ("options", ["head-roles", "--model", "{run}", "--sentences", "{tmp}/lines.txt"], "at least 2"),
+    ("options", ["walkthrough", "--max-cols", "0", "--no-plots"], "--max-cols 0"),
+    ("numbers", ["walkthrough", "--norm-eps", "nan", "--quiet", "--no-plots"], "norm_eps=nan"),
+    ("numbers", ["walkthrough", "--d-model", str(2 ** 20), "--heads", "1", "--random-embeddings", "--quiet",
+                 "--no-plots"], "GiB of memory"),
+    ("lengths", ["walkthrough", "--random-embeddings", "--quiet", "--no-plots", " ".join(["猫"] * 3000)], "at most"),
+    ("paths", ["walkthrough", "--out", "{tmp}/a_file", "--quiet"], "a_file"),
+    ("paths", ["demo", "--out", "{tmp}/a_file", "--quiet"], "is a file"),
+    ("run folder", ["demo", "--out", "{run}", "--quiet"], "already holds a training run"),
     # ---- serve ----
+    ("serve", ["serve", "--runs", "{tmp}/a_file"], "is a file"),
     ("serve", ["serve", "--host", "0.0.0.0"], "--allow-remote"),
     ("serve", ["serve", "--host", "no.such.host.invalid", "--allow-remote"], "not an address"),
     ("serve", ["serve", "--port", "{busy}"], "choose another --port"),
@@ -171,3 +184,11 @@ def test_a_read_only_disk_is_one_line(places, monkeypatch, capsys):
     monkeypatch.setattr(tempfile, "mkdtemp", read_only)
     code, _, err = run(monkeypatch, capsys, *COPY[:-2], *TINY, "--out", str(places / "ro"), "--eval-every", "1")
     assert code == 2 and err.count("\n") == 1 and "Read-only file system" in err, err
+
+
+def test_library_misuse_is_one_error():
+    from glassformer.errors import ConfigError, InputError
+    with pytest.raises(InputError, match="build_model takes a ModelConfig, got dict"):
+        build_model({"d_model": 8})
+    with pytest.raises(ConfigError, match="GiB of memory"):  # refused before any allocation
+        build_model(ModelConfig(d_model=2 ** 40, n_heads=1, d_ff=8, n_layers=1))

@@ -188,3 +188,30 @@ def test_ctrl_c_saves_and_prints_the_resume_command(tmp_path, monkeypatch, capsy
     code, stdout, err = run(monkeypatch, capsys, *command.split()[1:], "--max-steps", str(step + 2), "--quiet")
     assert code == 0, err
     assert f"stopped after {step + 2} steps" in stdout
+
+
+def test_nan_weights_are_refused_on_load(tmp_path):
+    from glassformer.nn import build_model
+    from glassformer.train.checkpoint import load_checkpoint
+    cfg = _tiny_config()
+    model = build_model(cfg)
+    with torch.no_grad():
+        model.enc[0].ffn.W_1[0, 0] = float("nan")
+    save_checkpoint(tmp_path / "ck", model, cfg, meta={})
+    with pytest.raises(InputError, match="NaN or infinite"):
+        load_checkpoint(tmp_path / "ck")
+
+
+def test_learned_positions_end_generation_instead_of_failing():
+    """generate() with a 6-row learned table: a 2-token prompt gets at most 4 new tokens, no error."""
+    from glassformer import ModelConfig
+    from glassformer.generate import generate
+    from glassformer.nn import build_model
+    model = build_model(ModelConfig(arch="decoder", vocab_size=9, d_model=8, n_heads=2, n_layers=1, d_ff=16,
+                                    pe="learned", max_len=6)).eval()
+    out = generate(model, torch.tensor([[1, 2]]), max_new_tokens=50)
+    assert out.shape == (1, 6)
+    ref = torch.tensor([[1, 2]])
+    for _ in range(4):  # the same tokens by full recompute, one argmax at a time
+        ref = torch.cat([ref, model(ref)[:, -1].argmax(-1, keepdim=True)], dim=1)
+    assert torch.equal(out, ref)

@@ -222,3 +222,16 @@ def test_remote_bind_needs_an_explicit_opt_in(monkeypatch):
     assert res.exit_code == 0 and seen["bound"] == ("0.0.0.0", 8000)
     assert TestClient(seen["app"]).get("/api/models", headers={"host": "box.lan:8000"}).status_code == 200
     assert TestClient(seen["app"]).get("/api/models", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_a_broken_checkpoint_is_a_422_that_names_no_folder(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "broken").mkdir(parents=True)
+    (runs / "broken" / "config.json").write_text('{"arch": "encoder", "vocab_size": 5, "d_model": 4, "n_heads": 1,'
+                                                  ' "n_layers": 1, "d_ff": 8}')
+    (runs / "broken" / "meta.json").write_text("{}")
+    (runs / "broken" / "model.safetensors").write_bytes(b"not safetensors")
+    c = TestClient(create_app(runs), base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
+    r = c.post("/api/trace", json={"sentence": "hi", "model": "run:broken"})
+    assert r.status_code == 422 and "model.safetensors" in r.json()["detail"]
+    assert str(tmp_path) not in r.text and "runs/broken" in r.json()["detail"]

@@ -130,9 +130,13 @@ class ModelConfig(StrictConfig):
                 " (set d_k explicitly, or pick n_heads dividing d_model)")
         if isinstance(self.norm_eps, bool) or not (isinstance(self.norm_eps, (int, float)) and 0 < self.norm_eps < 1):
             raise ConfigError(f"norm_eps={self.norm_eps!r} must be a small positive number, e.g. 1e-5")
+        for f in dataclasses.fields(self):  # switches are True/False (None where the type allows it)
+            v = getattr(self, f.name)
+            if f.type in ("bool", "bool | None") and not (isinstance(v, bool) or v is None and f.type != "bool"):
+                raise ConfigError(f"{f.name}={v!r} must be True or False")
         for name in ("dropout", "attn_dropout"):
             p = getattr(self, name)
-            if p is not None and (isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1)):
+            if (p is not None or name == "dropout") and (isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1)):
                 raise ConfigError(f"{name}={p!r} must be in [0, 1)")
         if self.pe_combine == "concat":
             if self.pe not in ABSOLUTE_PE:

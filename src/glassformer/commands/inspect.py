@@ -85,6 +85,9 @@ def register(app: typer.Typer) -> None:
         if len(texts) < 3:
             raise InputError(f"{sentences} has {len(texts)} sentences; give at least 3")
         subject = load_subject(model)
+        if subject.model.config.n_layers < 2:  # a trend over depth needs two depths (np.polyfit fails)
+            raise InputError(f"head-roles reports per-layer trends; {model} has "
+                             f"{subject.model.config.n_layers} layer, give a model with at least 2")
         a = analyze(subject, texts, neuron_layer=neuron_layer, method=method, fig_dir=figures)
         cmd = f"glassformer head-roles --model {model} --report {report} --figures {figures} --method {method}"
         write_report(a, report, cmd)

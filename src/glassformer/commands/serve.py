@@ -60,6 +60,8 @@ def register(app: typer.Typer) -> None:
         """Serve the explorer: type a sentence, pick a model, see every attention pattern."""
         from ..server.app import create_app
 
+        if runs.exists() and not runs.is_dir():
+            raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
         remote = host not in LOOPBACK_ADDRESSES
         if remote and not allow_remote:
             raise InputError(f"--host {host} would let other machines reach the explorer; add --allow-remote "

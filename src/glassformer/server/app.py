@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
@@ -59,6 +60,13 @@ def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_to
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
 
     app.add_middleware(RequestGuard, max_body=MAX_BODY, allowed_hosts=allowed_hosts)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer echoes the input, and fails (a 500) when that input is not UTF-8
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.exception_handler(Exception)
     async def unforeseen(request: Request, exc: Exception) -> JSONResponse:  # a bug: say so, show nothing

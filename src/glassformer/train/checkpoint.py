@@ -195,6 +195,10 @@ def load_checkpoint(dir: str | Path, device: str = "cpu") -> Checkpoint:
     if missing or unexpected:
         raise InputError(f"{weights} does not match {CONFIG}: missing {sorted(missing)[:3]}, "
                          f"unexpected {sorted(unexpected)[:3]}")
+    bad = next((k for k, t in model.state_dict().items() if t.is_floating_point() and not t.isfinite().all()), None)
+    if bad is not None:  # NaN weights would answer every question with NaN or nonsense
+        raise InputError(f"{weights}: {bad} holds NaN or infinite values; this checkpoint cannot be used "
+                         "(take best/ or an earlier one)")
     model.to(device).eval()
     src, tgt = _load_tokenizers(path, meta)
     return Checkpoint(path=path, model=model, config=config, src_tokenizer=src, tgt_tokenizer=tgt, meta=meta)
