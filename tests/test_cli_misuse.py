@@ -158,6 +158,8 @@ def test_misuse_is_one_line(places, monkeypatch, capsys, kind, args, words):
     assert code == 2, (code, err)
     assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], err
     assert "Traceback" not in out + err
+    if kind == "serve":
+        assert out == ""  # no URL printed for a server that is not running
 
 
 def test_a_bad_limit_setting_is_one_line(places, monkeypatch, capsys):

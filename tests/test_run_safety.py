@@ -215,3 +215,13 @@ def test_learned_positions_end_generation_instead_of_failing():
     for _ in range(4):  # the same tokens by full recompute, one argmax at a time
         ref = torch.cat([ref, model(ref)[:, -1].argmax(-1, keepdim=True)], dim=1)
     assert torch.equal(out, ref)
+
+
+def test_a_shape_mismatch_names_the_tensor(tmp_path):
+    from glassformer.nn import build_model
+    from glassformer.train.checkpoint import load_checkpoint
+    cfg = _tiny_config()
+    save_checkpoint(tmp_path / "ck", build_model(cfg), cfg, meta={})
+    (tmp_path / "ck" / "config.json").write_text(cfg.replace(d_ff=12).to_json())
+    with pytest.raises(InputError, match=r"W_1 has shape \[4, 8\] in the weights but \[4, 12\]"):
+        load_checkpoint(tmp_path / "ck")

@@ -45,11 +45,11 @@ def check_tokens(n: int, what: str, limit: int | None = None, how: str | None = 
         raise InputError(f"{what} is {n} tokens; the limit is {limit} ({how})")
 
 
-def check_positions(n: int, config, what: str) -> None:
+def check_positions(n: int, config, what: str, how: str = "give a shorter input") -> None:
     """A learned position table has `max_len` rows (§3): a longer sequence has no position to read."""
     if config.pe == "learned" and n > config.max_len:
         raise InputError(f"{what} needs {n} positions; this model's learned position table has "
-                         f"max_len={config.max_len} (train with a larger --max-len, or give less)")
+                         f"max_len={config.max_len} rows ({how})")
 
 
 def check_finite(name: str, value, low: float | None = None, high: float | None = None) -> None:

@@ -205,7 +205,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     scheduler = make_scheduler(optimizer, cfg, model_config.d_model)
     train_set = data.encoded["train"]
     lengths = [example_length(e) for e in train_set]
-    check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)")
+    check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)",
+                    "pass a larger --max-len, or drop the long examples")
     stream = distributed.make_stream(lengths, cfg.batch_size, cfg.seed, rt)
     step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
     if state is not None:
