@@ -225,3 +225,15 @@ def test_a_shape_mismatch_names_the_tensor(tmp_path):
     (tmp_path / "ck" / "config.json").write_text(cfg.replace(d_ff=12).to_json())
     with pytest.raises(InputError, match=r"W_1 has shape \[4, 8\] in the weights but \[4, 12\]"):
         load_checkpoint(tmp_path / "ck")
+
+
+def test_sigterm_and_sigint_only_raise_the_flag_until_the_second():
+    from glassformer.train.run_folder import GracefulInterrupt, TrainingInterrupted
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        with GracefulInterrupt() as stop:
+            signal.raise_signal(signum)  # the process survives: only the flag goes up
+            assert stop.requested and stop.signum == signum
+            assert signal.getsignal(signum) == before[0 if signum == signal.SIGTERM else 1]  # a 2nd acts at once
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+    assert TrainingInterrupted("x", signal.SIGTERM).exit_code == 143

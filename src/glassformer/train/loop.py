@@ -304,7 +304,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             save("checkpoint", True, {})
         raise run_folder.TrainingInterrupted(
             f"stopped at step {step}; the resumable state is in {run_dir / 'checkpoint'}; continue with: "
-            f"{run_folder.resume_command(cfg)}")
+            f"{run_folder.resume_command(cfg)}", interrupt.signum)
     if last_saved != step:  # stopped between evaluations: score and save where we are
         metrics = run_eval()
         log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})

@@ -7,9 +7,9 @@
 - `check_same_run`: `--resume` with another `--task` or another `--data` (another path, or the
   same path with different contents, by SHA-256) stops with one line instead of continuing the
   old run on new data.
-- `GracefulInterrupt`: the first Ctrl-C (SIGINT) only raises a flag that the loop reads between
-  optimiser steps, so the checkpoint it then writes is never of a half-applied step; a second
-  Ctrl-C interrupts at once.
+- `GracefulInterrupt`: the first Ctrl-C (SIGINT), or a SIGTERM from a job scheduler, only raises
+  a flag that the loop reads between optimiser steps, so the checkpoint it then writes is never
+  of a half-applied step; a second signal interrupts at once.
 """
 
 from __future__ import annotations
@@ -29,8 +29,11 @@ RUN_ITEMS = ("checkpoint", "best", "metrics.jsonl", ".checkpoint.old", ".best.ol
 class TrainingInterrupted(GlassformerError):
     """Ctrl-C during training: the state was saved; the message is the command that resumes."""
 
-    exit_code = 130  # the shell's code for a SIGINT
     label = "interrupted"
+
+    def __init__(self, message: str, signum: int = signal.SIGINT):
+        super().__init__(message)
+        self.exit_code = 128 + int(signum)  # the shell's code for death by that signal: 130, 143
 
 
 def guard_new_run(run_dir: Path, force: bool) -> list[str]:
@@ -99,21 +102,24 @@ def resume_command(cfg) -> str:
 
 
 class GracefulInterrupt:
-    """`with GracefulInterrupt() as stop:` ... `if stop.requested:` — the first Ctrl-C sets a flag."""
+    """`with GracefulInterrupt() as stop:` ... `if stop.requested:` — the first SIGINT/SIGTERM sets a flag."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self) -> None:
-        self.requested = False
-        self._previous = None
+        self.requested, self.signum = False, None
+        self._previous: dict = {}
 
     def _handle(self, signum, frame) -> None:
-        self.requested = True
-        signal.signal(signal.SIGINT, self._previous or signal.default_int_handler)  # a second Ctrl-C: at once
+        self.requested, self.signum = True, signum
+        for s, handler in self._previous.items():  # a second signal: the usual behaviour, at once
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
     def __enter__(self) -> "GracefulInterrupt":
         if threading.current_thread() is threading.main_thread():  # signals reach the main thread only
-            self._previous = signal.signal(signal.SIGINT, self._handle)
+            self._previous = {s: signal.signal(s, self._handle) for s in self.SIGNALS}
         return self
 
     def __exit__(self, *exc) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
+        for s, handler in self._previous.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
