@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
 import time
 from pathlib import Path
 
@@ -45,7 +46,7 @@ def app(runs_dir):
 
 @pytest.fixture(scope="module")
 def client(app):
-    return TestClient(app)
+    return TestClient(app, base_url="http://127.0.0.1:8000")  # a loopback Host, as a browser here sends
 
 
 def test_models_listed_and_schema_documented(client):
@@ -135,14 +136,17 @@ def test_malformed_requests(client):
 
 
 def test_serve_binds_loopback_by_default(monkeypatch):
-    import uvicorn
     from typer.testing import CliRunner
     from glassformer.cli import app as cli
+    from glassformer.commands import serve
     seen = {}
-    monkeypatch.setattr(uvicorn, "run", lambda app, **kw: seen.update(kw))
-    res = CliRunner().invoke(cli, ["serve", "--port", "8765"])
+    monkeypatch.setattr(serve, "serve_forever", lambda app, sock: seen.update(address=sock.getsockname()))
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    res = CliRunner().invoke(cli, ["serve", "--port", str(port)])
     assert res.exit_code == 0, res.output
-    assert seen["host"] == "127.0.0.1" and seen["port"] == 8765
+    assert seen["address"] == ("127.0.0.1", port)
 
 
 def test_fifty_concurrent_requests(app):
@@ -168,3 +172,66 @@ def test_fifty_concurrent_requests(app):
         P = np.array(d["trace"][d["pattern_hooks"][-1]])
         assert P.shape[-1] == len(d["tokens"]) and np.allclose(P.sum(-1), 1, atol=1e-4)
     assert elapsed < 60
+
+
+def test_a_chunked_body_is_cut_off_at_the_limit(app):
+    """No Content-Length to trust: the server counts what it reads and answers 413 long before 64 MB."""
+    import select
+
+    with running(app) as base:
+        s = socket.create_connection(("127.0.0.1", int(base.rsplit(":", 1)[1])))
+        s.sendall(b"POST /api/trace HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                  b"Transfer-Encoding: chunked\r\n\r\n")
+        chunk, sent, reply = b"x" * 4096, 0, b""
+        try:
+            while sent < 64 * 2 ** 20 and not select.select([s], [], [], 0)[0]:
+                s.sendall(b"%x\r\n" % len(chunk) + chunk + b"\r\n")
+                sent += len(chunk)
+        except OSError:  # the server closed the connection on us: also a refusal
+            pass
+        s.settimeout(10)
+        reply = s.recv(4096)
+        s.close()
+    assert reply.startswith(b"HTTP/1.1 413") and sent < 4 * 2 ** 20, (sent, reply[:80])
+
+
+@pytest.mark.parametrize("host, status", [("127.0.0.1:8000", 200), ("localhost", 200), ("[::1]:80", 200),
+                                          ("evil.example", 400), ("127.0.0.1.evil.example", 400), ("", 400)])
+def test_host_header_must_be_loopback(app, host, status):
+    r = TestClient(app).get("/api/models", headers={"host": host})
+    assert r.status_code == status
+    if status == 400:
+        assert "--allowed-host" in r.json()["detail"]
+
+
+def test_no_filesystem_path_in_answers(client, runs_dir):
+    text = client.get("/api/models").text
+    assert "run:tiny" in text and str(runs_dir) not in text and str(runs_dir.resolve()) not in text
+
+
+def test_remote_bind_needs_an_explicit_opt_in(monkeypatch):
+    from typer.testing import CliRunner
+    from glassformer.cli import app as cli
+    from glassformer.commands import serve
+    seen = {}
+    monkeypatch.setattr(serve, "bind", lambda host, port: seen.setdefault("bound", (host, port)) and socket.socket())
+    monkeypatch.setattr(serve, "serve_forever", lambda app, sock: seen.update(app=app))
+    res = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0"])
+    assert res.exit_code != 0 and "bound" not in seen  # refused before binding anything
+    res = CliRunner().invoke(cli, ["serve", "--host", "0.0.0.0", "--allow-remote", "--allowed-host", "box.lan"])
+    assert res.exit_code == 0 and seen["bound"] == ("0.0.0.0", 8000)
+    assert TestClient(seen["app"]).get("/api/models", headers={"host": "box.lan:8000"}).status_code == 200
+    assert TestClient(seen["app"]).get("/api/models", headers={"host": "evil.example"}).status_code == 400
+
+
+def test_a_broken_checkpoint_is_a_422_that_names_no_folder(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "broken").mkdir(parents=True)
+    (runs / "broken" / "config.json").write_text('{"arch": "encoder", "vocab_size": 5, "d_model": 4, "n_heads": 1,'
+                                                  ' "n_layers": 1, "d_ff": 8}')
+    (runs / "broken" / "meta.json").write_text("{}")
+    (runs / "broken" / "model.safetensors").write_bytes(b"not safetensors")
+    c = TestClient(create_app(runs), base_url="http://127.0.0.1:8000", raise_server_exceptions=False)
+    r = c.post("/api/trace", json={"sentence": "hi", "model": "run:broken"})
+    assert r.status_code == 422 and "model.safetensors" in r.json()["detail"]
+    assert str(tmp_path) not in r.text and "runs/broken" in r.json()["detail"]

@@ -63,11 +63,13 @@ def main() -> None:
     except typer.Abort:
         typer.echo("aborted", err=True)
         sys.exit(130)
-    except GlassformerError as e:
-        typer.echo(f"error: {e}", err=True)
-        sys.exit(2)
-    except (FileNotFoundError, IsADirectoryError, PermissionError) as e:
-        typer.echo(f"error: {e.strerror}: {e.filename}", err=True)
+    except GlassformerError as e:  # an interrupted training run says so, and exits 130 like Ctrl-C
+        typer.echo(f"{getattr(e, 'label', 'error')}: {e}", err=True)
+        sys.exit(getattr(e, "exit_code", 2))
+    except OSError as e:  # a missing file, a folder where a file should be, a read-only or full disk
+        where = f": {e.filename}" if e.filename else ""
+        hint = "" if isinstance(e, FileNotFoundError) else " (give a path to a folder you can write to)"
+        typer.echo(f"error: {e.strerror or e}{where}{hint}", err=True)
         sys.exit(2)
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import ConfigError
+from .limits import check_finite
 
 
 ARCHS = ("encoder", "decoder", "encoder-decoder")
@@ -49,7 +50,8 @@ class StrictConfig:
     @classmethod
     def _reject_unknown(cls, keys) -> None:
         known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(keys) - known)
+        # repr for a key that is not plain text (a newline, a number): the message stays one line
+        unknown = sorted(k if isinstance(k, str) and k.isprintable() else repr(k) for k in set(keys) - known)
         if unknown:
             raise ConfigError(f"unknown {cls._kind} key(s): {', '.join(unknown)}"
                               f" (known keys: {', '.join(sorted(known))})")
@@ -126,11 +128,15 @@ class ModelConfig(StrictConfig):
             raise ConfigError(
                 f"d_model={self.d_model} is not divisible by n_heads={self.n_heads}"
                 " (set d_k explicitly, or pick n_heads dividing d_model)")
-        if not (isinstance(self.norm_eps, (int, float)) and 0 < self.norm_eps < 1):
+        if isinstance(self.norm_eps, bool) or not (isinstance(self.norm_eps, (int, float)) and 0 < self.norm_eps < 1):
             raise ConfigError(f"norm_eps={self.norm_eps!r} must be a small positive number, e.g. 1e-5")
+        for f in dataclasses.fields(self):  # switches are True/False (None where the type allows it)
+            v = getattr(self, f.name)
+            if f.type in ("bool", "bool | None") and not (isinstance(v, bool) or v is None and f.type != "bool"):
+                raise ConfigError(f"{f.name}={v!r} must be True or False")
         for name in ("dropout", "attn_dropout"):
             p = getattr(self, name)
-            if p is not None and not (isinstance(p, (int, float)) and 0 <= p < 1):
+            if (p is not None or name == "dropout") and (isinstance(p, bool) or not (isinstance(p, (int, float)) and 0 <= p < 1)):
                 raise ConfigError(f"{name}={p!r} must be in [0, 1)")
         if self.pe_combine == "concat":
             if self.pe not in ABSOLUTE_PE:
@@ -154,7 +160,9 @@ class ModelConfig(StrictConfig):
         if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):
             raise ConfigError(f"share_embeddings=True needs tgt_vocab_size == vocab_size={self.vocab_size},"
                               f" got {self.tgt_vocab_size}; set share_embeddings=False")
-        if self.n_segments < 0:
+        for name in ("pe_base", "rope_theta"):  # a zero, negative or NaN base makes every angle NaN
+            check_finite(name, getattr(self, name), low=1.0)
+        if isinstance(self.n_segments, bool) or not isinstance(self.n_segments, int) or self.n_segments < 0:
             raise ConfigError(f"n_segments={self.n_segments} must be >= 0")
 
     # ---- derived values (no sentinels in the stored fields) ----

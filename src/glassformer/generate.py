@@ -145,6 +145,7 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
     finished earlier are padded with pad_id. With return_cross_attention=True (encoder-decoder,
     greedy or sampling) also returns (batch, new, src_len): the last decoder layer's
     cross-attention, averaged over heads, of the query that produced each new token.
+    A learned position table (pe='learned') ends generation at max_len positions.
     """
     with torch.inference_mode():  # no autograd bookkeeping in the loop
         out = _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, temperature, top_k,
@@ -178,6 +179,11 @@ def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, t
     else:
         prefix = ids
         prompt_pad = model._padding(ids, padding_mask, "padding_mask")
+    if cfg.pe == "learned":  # §3: a learned table has max_len rows; decoding ends where they end
+        room = cfg.max_len - prefix.shape[1]
+        if room < 1:
+            raise InputError(f"the prompt fills all max_len={cfg.max_len} learned positions; give a shorter one")
+        max_new_tokens = min(max_new_tokens, room)
     if strategy == "beam":
         from .beam import beam_search
         return beam_search(model, prefix, max_new_tokens, beam_size, length_penalty, eos, fill,

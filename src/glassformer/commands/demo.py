@@ -70,7 +70,11 @@ def register(app: typer.Typer) -> None:
 
         t0 = time.monotonic()
         typer.echo("glassformer demo: training the zh→en Transformer (Post-LN, the 2017 recipe) ...")
-        result = train(TrainConfig(out=out, seed=seed, quiet=quiet, **DEMO_TRAIN))
+        # `make demo` runs again and again: it replaces an earlier demo's run, and refuses any other run
+        from ..train.run_folder import saved_train_config
+        was = saved_train_config(out)
+        again = bool(was) and all(was.get(k) == v for k, v in DEMO_TRAIN.items())
+        result = train(TrainConfig(out=out, seed=seed, quiet=quiet, **DEMO_TRAIN), force=again)
         print_summary(result)
         ck = load_checkpoint(out)
 

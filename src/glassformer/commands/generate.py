@@ -7,10 +7,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import typer
 
+from .. import limits
 from ..errors import InputError
 
 
@@ -34,8 +36,8 @@ def register(app: typer.Typer) -> None:
 
         if max_new_tokens < 1:
             raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1")
-        if temperature < 0:
-            raise InputError(f"--temperature {temperature} must be >= 0 (0 is greedy)")
+        if not math.isfinite(temperature) or temperature < 0:
+            raise InputError(f"--temperature {temperature} must be a finite number >= 0 (0 is greedy)")
         if top_k is not None and top_k < 1:
             raise InputError(f"--top-k {top_k} must be at least 1")
         if top_p is not None and not 0 < top_p <= 1:
@@ -46,6 +48,9 @@ def register(app: typer.Typer) -> None:
                              "(train one with --task lm); use `glassformer translate` for translators")
         tok = ck.src_tokenizer
         ids = [tok.bos_id, *tok.encode(prompt)]
+        limits.check_tokens(len(ids) + max_new_tokens, f"the prompt ({len(ids)} tokens with <bos>) plus "
+                            f"--max-new-tokens {max_new_tokens}")
+        limits.check_positions(len(ids) + max_new_tokens, ck.config, "the prompt plus --max-new-tokens")
         x = torch.tensor([ids], device=device)
         g = torch.Generator(device=device).manual_seed(seed)
         greedy = temperature == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -27,6 +28,10 @@ def register(app: typer.Typer) -> None:
         from ..inspect import inspect_sentence, load_subject
         from ..inspect.roles import ROLE_NAMES
 
+        if json_path is not None:  # a path we cannot write fails now, not after all the work
+            json_path.parent.mkdir(parents=True, exist_ok=True)
+            if json_path.is_dir() or not os.access(json_path.parent, os.W_OK):
+                raise InputError(f"--json {json_path} cannot be written (a folder, or read-only); give a file path")
         subject = load_subject(model)
         result = inspect_sentence(subject, sentence)
         P = np.array(result["patterns"])
@@ -48,7 +53,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"layer {l}: " + "  ".join(cells))
         typer.echo("roles: " + ", ".join(f"{k} = {v}" for k, v in ROLE_NAMES.items()))
         if json_path is not None:
-            json_path.parent.mkdir(parents=True, exist_ok=True)
             json_path.write_text(json.dumps(result, ensure_ascii=False))
             typer.echo(f"wrote {json_path}")
         if out is not None:
@@ -81,6 +85,9 @@ def register(app: typer.Typer) -> None:
         if len(texts) < 3:
             raise InputError(f"{sentences} has {len(texts)} sentences; give at least 3")
         subject = load_subject(model)
+        if subject.model.config.n_layers < 2:  # a trend over depth needs two depths (np.polyfit fails)
+            raise InputError(f"head-roles reports per-layer trends; {model} has "
+                             f"{subject.model.config.n_layers} layer, give a model with at least 2")
         a = analyze(subject, texts, neuron_layer=neuron_layer, method=method, fig_dir=figures)
         cmd = f"glassformer head-roles --model {model} --report {report} --figures {figures} --method {method}"
         write_report(a, report, cmd)

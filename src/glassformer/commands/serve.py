@@ -1,10 +1,49 @@
-"""`glassformer serve`: the explorer page and its JSON API on http://HOST:PORT (loopback by default)."""
+"""`glassformer serve`: the explorer page and its JSON API on http://HOST:PORT (loopback only by default).
+
+    glassformer serve                                   # http://127.0.0.1:8000/, this machine only
+    glassformer serve --host 0.0.0.0 --allow-remote     # every interface: an explicit opt-in
+
+The port is bound before the URL is printed, so a port in use is one line, not a false URL.
+Requests must name this server by a loopback Host (server/guard.py); `--allowed-host NAME` adds
+a name, `--allowed-host '*'` turns the check off.
+"""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
+from typing import List, Optional
 
 import typer
+
+from ..errors import InputError
+from ..server.guard import LOOPBACK_NAMES
+
+LOOPBACK_ADDRESSES = ("127.0.0.1", "localhost", "::1")
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A listening socket on host:port, or one line saying why there cannot be one."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except socket.gaierror:
+        raise InputError(f"--host {host!r} is not an address of this machine; use 127.0.0.1") from None
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as e:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port} ({e.strerror}); choose another --port"
+                         + (" or stop the program using it" if e.errno == 98 else "")) from None
+    return sock
+
+
+def serve_forever(app, sock: socket.socket) -> None:
+    import uvicorn
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
 
 
 def register(app: typer.Typer) -> None:
@@ -13,13 +52,31 @@ def register(app: typer.Typer) -> None:
         host: str = typer.Option("127.0.0.1", help="Address to bind; the default keeps it on this machine."),
         port: int = typer.Option(8000, min=1, max=65535, help="TCP port."),
         runs: Path = typer.Option(Path("runs"), help="Folder whose checkpoints the page offers."),
+        allow_remote: bool = typer.Option(False, "--allow-remote",
+                                          help="Allow a --host other than loopback (other machines can connect)."),
+        allowed_host: Optional[List[str]] = typer.Option(
+            None, "--allowed-host", help="A Host name requests may use besides loopback ('*': any)."),
     ) -> None:
         """Serve the explorer: type a sentence, pick a model, see every attention pattern."""
-        import uvicorn
-
         from ..server.app import create_app
 
-        if host not in ("127.0.0.1", "localhost", "::1"):
+        if runs.exists() and not runs.is_dir():
+            raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
+        remote = host not in LOOPBACK_ADDRESSES
+        if remote and not allow_remote:
+            raise InputError(f"--host {host} would let other machines reach the explorer; add --allow-remote "
+                             "to mean it, or keep the default 127.0.0.1")
+        names = list(allowed_host or [])
+        if "*" in names:
+            hosts = None
+        else:
+            hosts = (*LOOPBACK_NAMES, *names, *([host if ":" not in host else f"[{host}]"] if remote else []))
+        sock = bind(host, port)
+        if remote:
             typer.echo(f"warning: binding {host} exposes the explorer beyond this machine", err=True)
-        typer.echo(f"glassformer explorer on http://{host}:{port}/ (API schema at /openapi.json)")
-        uvicorn.run(create_app(runs), host=host, port=port, log_level="warning")
+        shown = f"[{host}]" if ":" in host else host
+        typer.echo(f"glassformer explorer on http://{shown}:{port}/ (API schema at /openapi.json)")
+        try:
+            serve_forever(create_app(runs, allowed_hosts=hosts), sock)
+        finally:
+            sock.close()

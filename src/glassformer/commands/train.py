@@ -4,6 +4,9 @@
     glassformer train --task tsv --data pairs.tsv --out runs/mine --d-model 128 --norm-position pre
     glassformer train --task lm --data book.txt --out runs/lm --max-steps 2000
     glassformer train --task zh-en --out runs/zh-en --resume          # continue exactly
+    glassformer train --task zh-en --out runs/zh-en --force           # replace the run there
+
+An existing run in --out is never replaced without --force; Ctrl-C saves and prints the --resume command.
 
 Every ModelConfig variant has a flag; an impossible combination stops with ConfigError's line.
 """
@@ -32,13 +35,15 @@ T = "Training"
 def register(app: typer.Typer) -> None:
     @app.command()
     def train(
-        task: str = typer.Option("zh-en", help="zh-en | copy | reverse | sort | add | tsv | lm"),
+        task: Optional[str] = typer.Option(None, help="zh-en (default) | copy | reverse | sort | add | tsv | lm; "
+                                                     "with --resume: the run's own"),
         data: Optional[str] = typer.Option(None, help="data file: TSV pairs (tsv) or text lines (lm)"),
         out: Optional[str] = typer.Option(None, help="run folder (default runs/<task>)"),
         max_minutes: Optional[float] = typer.Option(None, help="stop after this many minutes"),
         max_steps: Optional[int] = typer.Option(None, help="stop after this many optimiser steps"),
         seed: int = typer.Option(0, help="seed for data, initialisation, batching and dropout"),
         resume: bool = typer.Option(False, "--resume", help="continue the run in --out exactly"),
+        force: bool = typer.Option(False, "--force", help="replace a run already in --out (default: refuse)"),
         tokenizer: Optional[str] = typer.Option(None, help="char | word | jieba | bpe | unigram"),
         vocab_size: Optional[int] = typer.Option(None, help="vocabulary size for bpe / unigram"),
         batch_size: int = typer.Option(64, rich_help_panel=T, help="sequences per micro-batch"),
@@ -96,6 +101,11 @@ def register(app: typer.Typer) -> None:
         from ..train import TrainConfig, train as run_training
 
         values = locals()
+        if resume and out:  # --resume without --task/--data continues the run's own
+            from ..train.run_folder import saved_train_config
+            was = saved_train_config(out)
+            task, data = task or was.get("task"), data or was.get("data")
+        task = task or "zh-en"
         overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
         cfg = TrainConfig(
             task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
@@ -112,7 +122,7 @@ def register(app: typer.Typer) -> None:
             if not onednn_bf16():  # issue 11: say so once; autocast still runs, never a crash
                 typer.echo("note: this CPU has no native bf16 (AVX512_BF16 or AMX); --bf16 runs emulated"
                            " and is likely slower than float32 here", err=True)
-        result = run_training(cfg, resume=resume, model_overrides=overrides)
+        result = run_training(cfg, resume=resume, model_overrides=overrides, force=force)
         if _is_rank0():  # under torchrun only rank 0 reports
             print_summary(result)
 

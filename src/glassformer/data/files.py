@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import InputError
+from ..limits import max_line_bytes
 
 TSV_FORMAT = "one 'source<TAB>target' pair per line, UTF-8"
 
@@ -23,8 +24,13 @@ def _lines(path: str | Path, what: str) -> Iterator[tuple[int, str]]:
         raise InputError(f"{p}: no such file; expected {what}")
     if p.is_dir():
         raise InputError(f"{p} is a folder; expected a file with {what}")
+    limit = max_line_bytes()
     with p.open("rb") as f:
-        for number, raw in enumerate(f, start=1):
+        # readline(limit + 1), not `for raw in f`: a file with no newline is never read whole
+        for number, raw in enumerate(iter(lambda: f.readline(limit + 1), b""), start=1):
+            if len(raw.rstrip(b"\r\n")) > limit:
+                raise InputError(f"{p} line {number} is longer than {limit:,} bytes (the line limit; set "
+                                 f"GLASSFORMER_MAX_LINE_BYTES to raise it); expected {what}")
             if b"\x00" in raw:
                 raise InputError(f"{p} line {number}: binary data (a NUL byte: not text, or UTF-16);"
                                  f" expected a text file with {what}")

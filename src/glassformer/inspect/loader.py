@@ -18,6 +18,7 @@ import torch
 from torch import nn
 
 from ..errors import InputError
+from ..limits import check_positions, check_tokens
 from ..trace import run_with_trace
 
 SPECIAL_TOKENS = {"[CLS]", "[SEP]", "<s>", "</s>", "<bos>", "<eos>", "<|endoftext|>"}
@@ -50,6 +51,8 @@ class Subject:
         ids, tokens = self.tokenize(text)
         if not ids:
             raise InputError(f"{text!r} gives no tokens for model {self.name}")
+        check_tokens(len(ids), f"the sentence {text[:30]!r}{'…' if len(text) > 30 else ''}")
+        check_positions(len(ids), self.model.config, f"the sentence ({len(ids)} tokens)")
         return list(ids), list(tokens)
 
     def special_positions(self, tokens: list[str]) -> list[int]:
@@ -87,6 +90,8 @@ def load_subject(spec: str) -> Subject:
         raise InputError(f"--model {spec!r} is neither 'minilm' nor a folder; give minilm, a "
                          "checkpoint directory under runs/, or a Hugging Face folder with config.json")
     cfg_file = path / "config.json"
+    if not cfg_file.is_file() and any((path / sub / "config.json").is_file() for sub in ("best", "checkpoint")):
+        return _checkpoint(path)  # a run folder, as translate and eval accept it: its best/ model
     if not cfg_file.is_file():
         raise InputError(f"{path} has no config.json; a checkpoint or Hugging Face folder needs one")
     try:
@@ -106,7 +111,9 @@ def _minilm() -> Subject:
     from .. import pretrained
     model, tok = pretrained.load("minilm")
     model.eval()
-    return Subject("minilm", model, "encoder", lambda text: (tok.encode(text), tok.tokens(text)))
+    # max_length=None: never truncate silently; Subject.encode refuses what the 512 positions cannot hold
+    return Subject("minilm", model, "encoder",
+                   lambda text: (tok.encode(text, max_length=None), tok.tokens(text, max_length=None)))
 
 
 def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:

@@ -303,4 +303,10 @@ class EncoderDecoder(_Decoding):
 
 def build_model(config: ModelConfig) -> TransformerBase:
     """The architecture named by `config.arch`, built from the config's hyperparameters."""
+    if not isinstance(config, ModelConfig):
+        from ..errors import InputError
+        raise InputError(f"build_model takes a ModelConfig, got {type(config).__name__}; "
+                         "build one with ModelConfig(**fields) or ModelConfig.from_dict(d)")
+    from ..limits import check_model_fits
+    check_model_fits(config)  # a clear line instead of the allocator's error, before allocating
     return {"encoder": EncoderModel, "decoder": DecoderLM, "encoder-decoder": EncoderDecoder}[config.arch](config)

@@ -7,6 +7,11 @@
 The trace uses the hook names of `glassformer.trace` (`enc.{l}.attn.pattern`, `x0`, ...). Limits:
 sentence length (characters and tokens) and request body size are capped; an unknown model is a
 404 naming the choices; a model is picked from the registry's names only, never from a path.
+
+Hardening (guard.py): the body limit counts the bytes actually read (a chunked body has no
+Content-Length to trust); the Host header must be a loopback name unless the user opts out (a
+page on another site cannot reach this server by DNS rebinding); answers never name a folder of
+this machine; a malformed request is a 4xx, and anything unforeseen a 500 without details.
 """
 
 from __future__ import annotations
@@ -19,11 +24,13 @@ from pathlib import Path
 from typing import Iterator, Optional
 
 from fastapi import FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import GlassformerError
+from .guard import LOOPBACK_NAMES, RequestGuard, scrub_paths
 from .models import DEFAULT_MODEL, ModelRegistry
 
 MAX_CHARS = 300
@@ -41,7 +48,9 @@ def static_dir() -> Path:
     return Path(str(resources.files(__package__).joinpath("static")))
 
 
-def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_tokens: int = MAX_TOKENS) -> FastAPI:
+def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_tokens: int = MAX_TOKENS,
+               allowed_hosts: tuple[str, ...] | None = LOOPBACK_NAMES) -> FastAPI:
+    """The explorer app; `allowed_hosts=None` turns the Host check off (`serve --allowed-host '*'`)."""
     app = FastAPI(title="glassformer explorer",
                   description="Trace a sentence through a Transformer and see every attention pattern.",
                   version="0.1.0", docs_url=None, redoc_url=None)
@@ -50,12 +59,18 @@ def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_to
     app.state.registry = registry
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
 
-    @app.middleware("http")
-    async def limit_body(request: Request, call_next):
-        size = request.headers.get("content-length")
-        if size is not None and (not size.isdigit() or int(size) > MAX_BODY):
-            return JSONResponse({"detail": f"request body is {size} bytes; the limit is {MAX_BODY}"}, status_code=413)
-        return await call_next(request)
+    app.add_middleware(RequestGuard, max_body=MAX_BODY, allowed_hosts=allowed_hosts)
+
+    @app.exception_handler(RequestValidationError)
+    async def malformed(request: Request, exc: RequestValidationError) -> JSONResponse:
+        # FastAPI's own answer echoes the input, and fails (a 500) when that input is not UTF-8
+        detail = [{"loc": list(e.get("loc", ())), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+                  for e in exc.errors()]
+        return JSONResponse({"detail": detail}, status_code=422)
+
+    @app.exception_handler(Exception)
+    async def unforeseen(request: Request, exc: Exception) -> JSONResponse:  # a bug: say so, show nothing
+        return JSONResponse({"detail": "internal error while answering this request"}, status_code=500)
 
     @app.get("/", include_in_schema=False)
     def index() -> FileResponse:
@@ -86,7 +101,7 @@ def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_to
         try:
             return registry.trace(name, sentence)
         except GlassformerError as e:
-            raise HTTPException(422, str(e)) from None
+            raise HTTPException(422, scrub_paths(str(e), registry.runs_dir)) from None
 
     return app
 

@@ -56,7 +56,8 @@ class ModelRegistry:
     def describe(self) -> list[dict]:
         out = [{"name": DEFAULT_MODEL, "description": "seed 000 ch. 7: 2-layer encoder, d_model 12, 3 heads"},
                {"name": "minilm", "description": "all-MiniLM-L6-v2 (6 layers × 12 heads) in glassformer"}]
-        out += [{"name": n, "description": f"checkpoint {p}"} for n, p in self._runs.items()]
+        # the name, never the path: an answer must not map this machine's folders
+        out += [{"name": n, "description": f"checkpoint {n[len('run:'):]} in the runs folder"} for n in self._runs]
         return out
 
     def check(self, name: str) -> None:

@@ -6,7 +6,8 @@ A checkpoint is one folder:
     config.json         ModelConfig.to_dict()
     src_tokenizer.json  tgt_tokenizer.json   (or tokenizer.json for a language model)
     meta.json           task, step, metrics, training config
-    train_state.pt      optional: optimiser, schedule, RNG states, data position (for --resume)
+    train_state.json    optional, for --resume: optimiser, schedule, RNG states, data position
+    train_state.safetensors   (their tensors; see train_state.py: nothing in either can run code)
 
 Atomicity: everything is written into a fresh sibling folder and fsync'd; then the old folder
 is renamed aside, the new one renamed into place, and the old one removed. A kill at any
@@ -27,13 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch import nn
 
 from ..config import ModelConfig
 from ..errors import GlassformerError, InputError
+from ..limits import check_device
+from . import train_state
 
-WEIGHTS, CONFIG, META, STATE = "model.safetensors", "config.json", "meta.json", "train_state.pt"
+WEIGHTS, CONFIG, META = "model.safetensors", "config.json", "meta.json"
 TOKENIZER_FILES = {"src": "src_tokenizer.json", "tgt": "tgt_tokenizer.json", "lm": "tokenizer.json"}
 
 
@@ -119,8 +121,7 @@ def save_checkpoint(dir: str | Path, model: nn.Module, config: ModelConfig,
             and tokenizers.get("src") is tokenizers.get("tgt")
         (tmp / META).write_text(json.dumps(meta, indent=2, ensure_ascii=False), encoding="utf-8")
         if state is not None:
-            torch.save(state, tmp / STATE)
-            files.append(STATE)
+            files += train_state.write_state(tmp, state)
         for name in files:
             _fsync_file(tmp / name)
         _fsync_dir(tmp)
@@ -169,6 +170,7 @@ def load_checkpoint(dir: str | Path, device: str = "cpu") -> Checkpoint:
 
     from ..nn import build_model
 
+    check_device(device)
     path = resolve(dir)
     config_data = _read_json(path / CONFIG)
     try:
@@ -178,10 +180,13 @@ def load_checkpoint(dir: str | Path, device: str = "cpu") -> Checkpoint:
     except TypeError as e:
         raise InputError(f"{path / CONFIG} is not a model config ({e})") from None
     meta = _read_json(path / META)
+    if not isinstance(meta, dict):
+        raise InputError(f"{path / META} holds a {type(meta).__name__}, not an object; the checkpoint is corrupt")
     model = build_model(config)
     weights = path / WEIGHTS
     if not weights.exists():
         raise InputError(f"checkpoint file {weights} is missing; the checkpoint is incomplete")
+    _check_shapes(model, weights)
     try:
         missing, unexpected = load_model(model, str(weights), strict=False, device=device)
     except Exception as e:  # safetensors raises several types for a damaged file
@@ -190,9 +195,29 @@ def load_checkpoint(dir: str | Path, device: str = "cpu") -> Checkpoint:
     if missing or unexpected:
         raise InputError(f"{weights} does not match {CONFIG}: missing {sorted(missing)[:3]}, "
                          f"unexpected {sorted(unexpected)[:3]}")
+    bad = next((k for k, t in model.state_dict().items() if t.is_floating_point() and not t.isfinite().all()), None)
+    if bad is not None:  # NaN weights would answer every question with NaN or nonsense
+        raise InputError(f"{weights}: {bad} holds NaN or infinite values; this checkpoint cannot be used "
+                         "(take best/ or an earlier one)")
     model.to(device).eval()
     src, tgt = _load_tokenizers(path, meta)
     return Checkpoint(path=path, model=model, config=config, src_tokenizer=src, tgt_tokenizer=tgt, meta=meta)
+
+
+def _check_shapes(model: nn.Module, weights: Path) -> None:
+    """Name the first tensor whose stored shape differs from the one config.json builds."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            stored = {k: tuple(f.get_slice(k).get_shape()) for k in f.keys()}
+    except Exception:  # a damaged header: reported as corrupt by the load that follows
+        return
+    for name, t in model.state_dict().items():
+        if name in stored and stored[name] != tuple(t.shape):
+            raise InputError(f"{weights} does not match {CONFIG}: {name} has shape {list(stored[name])} in the "
+                             f"weights but {list(t.shape)} in a model built from {CONFIG}; the two files come "
+                             "from different models")
 
 
 def _load_tokenizers(path: Path, meta: dict):
@@ -218,12 +243,18 @@ def _load_tokenizers(path: Path, meta: dict):
     return src, tgt
 
 
-def load_train_state(dir: str | Path) -> dict:
-    """The resumable training state (optimiser, schedule, RNG, data position) of a checkpoint."""
+def load_train_state(dir: str | Path, required: tuple[str, ...] = ()) -> dict:
+    """The resumable training state (optimiser, schedule, RNG, data position) of a checkpoint.
+
+    Read without unpickling anything (train_state.py); a state lacking one of `required` is refused.
+    """
     p = resolve(dir)
-    if not (p / STATE).exists():
-        raise InputError(f"no resumable state in {p} (no {STATE}); start a new run without --resume")
-    try:
-        return torch.load(p / STATE, map_location="cpu", weights_only=False)
-    except Exception as e:
-        raise InputError(f"{p / STATE} could not be read ({type(e).__name__}); the checkpoint is corrupt") from None
+    if not train_state.has_state(p):
+        raise InputError(f"no resumable state in {p} (no {train_state.STATE_JSON}); "
+                         "start a new run without --resume")
+    state = train_state.read_state(p)
+    missing = [k for k in required if k not in state]
+    if missing:
+        raise InputError(f"the train state in {p} lacks {', '.join(missing)}; the checkpoint is incomplete "
+                         "or from another program, so it cannot be resumed")
+    return state

@@ -8,6 +8,7 @@ construction with one line naming the field.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,8 @@ def _positive(name: str, value: Any, allow_none: bool = False, integer: bool = T
     if value is None and allow_none:
         return
     kind = int if integer else (int, float)
-    _check(not isinstance(value, bool) and isinstance(value, kind) and value > 0,
-           f"{name}={value!r} must be a positive {'integer' if integer else 'number'}")
+    _check(not isinstance(value, bool) and isinstance(value, kind) and math.isfinite(value) and value > 0,
+           f"{name}={value!r} must be a positive {'integer' if integer else 'finite number'}")
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class TrainConfig(StrictConfig):
                f"tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
         _check(self.monitor is None or self.monitor in MONITORS,
                f"monitor={self.monitor!r} is not one of {', '.join(MONITORS)}")
+        for name in ("data", "monitor", "tokenizer"):
+            v = getattr(self, name)
+            _check(v is None or isinstance(v, str), f"{name}={v!r} must be text or None")
+        _check(isinstance(self.out, str) and self.out.strip() != "", f"out={self.out!r} must be a folder path")
+        for name in ("bf16", "quiet"):
+            _check(isinstance(getattr(self, name), bool), f"{name}={getattr(self, name)!r} must be true or false")
         if self.task in ("tsv", "lm"):
             _check(self.data is not None, f"task={self.task!r} needs a data file: pass --data PATH")
         _check(isinstance(self.seed, int) and not isinstance(self.seed, bool) and self.seed >= 0,
@@ -98,11 +105,13 @@ class TrainConfig(StrictConfig):
             _positive(name, getattr(self, name), integer=False)
         for name in ("beta1", "beta2", "label_smoothing", "min_lr_ratio"):
             v = getattr(self, name)
-            _check(isinstance(v, (int, float)) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")
-        _check(self.weight_decay >= 0, f"weight_decay={self.weight_decay!r} must be >= 0")
-        _check(self.stop_at is None or 0 < self.stop_at <= 1,
+            _check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")
+        _check(isinstance(self.weight_decay, (int, float)) and math.isfinite(self.weight_decay)
+               and self.weight_decay >= 0, f"weight_decay={self.weight_decay!r} must be a finite number >= 0")
+        _check(self.stop_at is None or isinstance(self.stop_at, (int, float)) and not isinstance(self.stop_at, bool)
+               and 0 < self.stop_at <= 1,
                f"stop_at={self.stop_at!r} must be an exact-match fraction in (0, 1]")
-        _check(self.device in ("cpu", "cuda") or self.device.startswith("cuda:"),
+        _check(isinstance(self.device, str) and (self.device in ("cpu", "cuda") or self.device.startswith("cuda:")),
                f"device={self.device!r} must be cpu, cuda or cuda:N")
 
     @property

@@ -16,6 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from ..errors import InputError
+from ..limits import check_tokens
 from ..tokenize import pad_batch
 from .batching import collate_lm, collate_seq2seq
 
@@ -96,6 +97,7 @@ def translate_texts(model, src_tok, tgt_tok, texts: Sequence[str], beam_size: in
         ids = src_tok.encode(text)
         if not ids:
             raise InputError(f"nothing to translate in {text!r}; give a non-empty sentence")
+        check_tokens(len(ids), f"the sentence {text[:30]!r}{'…' if len(text) > 30 else ''}")
         if src_tok.unk_id in ids:  # a word the model never saw: refuse rather than guess
             unknown = [t for t in src_tok.tokens(text) if src_tok.token_to_id(t) is None]
             known = [t for t in src_tok.vocab[4:] if t.strip()][:12]

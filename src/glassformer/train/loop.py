@@ -27,8 +27,9 @@ import torch
 from ..config import ModelConfig
 from ..errors import GlassformerError
 from ..nn import build_model
+from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
-from . import distributed
+from . import distributed, run_folder
 from .batching import example_length
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
@@ -36,6 +37,8 @@ from .schedule import make_scheduler
 from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
 
 DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
+RESUME_KEYS = ("optimizer", "scheduler", "stream", "rng", "step", "bad_evals", "tokens_seen", "best_score",
+               "best_metrics", "train_config")  # what a checkpoint must hold for --resume
 
 
 class TrainingDiverged(GlassformerError):
@@ -148,30 +151,33 @@ class MetricsLog:
 def train(cfg, model_config: ModelConfig | None = None, data: TaskData | None = None, *,
           resume: bool = False, runtime: Runtime | None = None,
           callbacks: Sequence[Callable[[int, torch.nn.Module, float], None]] = (),
-          model_overrides: dict | None = None) -> TrainResult:
+          model_overrides: dict | None = None, force: bool = False) -> TrainResult:
     """Train per `cfg` (a TrainConfig) into the run folder `cfg.out`; return the outcome.
 
     resume=True restores the run's own configs, tokenizers, weights, optimiser, schedule, RNG
     states and data position from `cfg.out/checkpoint/` (only the limits come from `cfg`; pass
     `data` again if the run was given its own), so an interrupted and resumed run ends with the
     weights of an uninterrupted one.
-    `callbacks(step, model, loss)` run after each optimiser step.
+    `callbacks(step, model, loss)` run after each optimiser step. A folder that already holds
+    a run is refused unless resume or force (run_folder.py); Ctrl-C saves and says how to resume.
     """
     threads_before = torch.get_num_threads()
     try:
         return _train(cfg, model_config, data, resume=resume, runtime=runtime, callbacks=callbacks,
-                      model_overrides=model_overrides)
+                      model_overrides=model_overrides, force=force)
     finally:
         torch.set_num_threads(threads_before)  # the caller's setting again, whatever the run used
 
 
-def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrides) -> TrainResult:
+def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrides, force) -> TrainResult:
+    check_device(cfg.device)
     rt = runtime or distributed.runtime_from_env(cfg.device)  # torchrun sets RANK, WORLD_SIZE
     run_dir = Path(cfg.out)
     state = None
     if resume:
         saved = ckpt.load_checkpoint(run_dir / "checkpoint")
-        state = ckpt.load_train_state(run_dir / "checkpoint")
+        run_folder.check_same_run(run_dir, cfg, saved.meta.get("train_config") or {}, saved.meta.get("data_sha256"))
+        state = ckpt.load_train_state(run_dir / "checkpoint", RESUME_KEYS)
         from .config import TrainConfig
         was = state["train_config"]  # limits not given again are the run's own
         limits = {k: getattr(cfg, k) if getattr(cfg, k) is not None else was[k] for k in ("max_steps", "max_minutes")}
@@ -179,6 +185,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         model_config = saved.config
         if data is None:  # the task's data again, read with the run's own tokenizers
             data = load_task(cfg, (saved.src_tokenizer, saved.tgt_tokenizer))
+    else:
+        found = run_folder.guard_new_run(run_dir, force)
+        if rt.is_main:
+            run_folder.clear(run_dir, found)
+    fingerprint = saved.meta.get("data_sha256") if state is not None else run_folder.data_fingerprint(cfg.data)
     threads = cfg.threads if cfg.threads is not None else TASK_THREADS.get(cfg.task)
     if threads is not None:
         torch.set_num_threads(threads)
@@ -193,7 +204,10 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     optimizer = build_optimizer(model, cfg)
     scheduler = make_scheduler(optimizer, cfg, model_config.d_model)
     train_set = data.encoded["train"]
-    stream = distributed.make_stream([example_length(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
+    lengths = [example_length(e) for e in train_set]
+    check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)",
+                    "pass a larger --max-len, or drop the long examples")
+    stream = distributed.make_stream(lengths, cfg.batch_size, cfg.seed, rt)
     step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
     if state is not None:
         model.load_state_dict(saved.model.state_dict())
@@ -207,7 +221,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
     log = MetricsLog(run_dir / "metrics.jsonl", step if resume else None, rt.is_main)
     monitor = cfg.monitored
-    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict()}
+    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict(), "data_sha256": fingerprint}
 
     def save(dirname: str, with_state: bool, metrics: dict) -> None:
         if not rt.is_main:
@@ -230,8 +244,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     stop_reason = "max_steps"
     progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
     window_tokens, window_start = 0, time.monotonic()
-    with progress:
+    with progress, run_folder.GracefulInterrupt() as interrupt:
         while True:
+            if interrupt.requested:  # between steps: the state saved below is of whole steps only
+                stop_reason = "interrupted"
+                break
             if max_steps is not None and step >= max_steps:
                 stop_reason = "max_steps"
                 break
@@ -282,6 +299,12 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 if cfg.patience is not None and bad_evals >= cfg.patience:
                     stop_reason = "early stopping"
                     break
+    if stop_reason == "interrupted":
+        if last_saved != step:
+            save("checkpoint", True, {})
+        raise run_folder.TrainingInterrupted(
+            f"stopped at step {step}; the resumable state is in {run_dir / 'checkpoint'}; continue with: "
+            f"{run_folder.resume_command(cfg)}", interrupt.signum)
     if last_saved != step:  # stopped between evaluations: score and save where we are
         metrics = run_eval()
         log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..config import ModelConfig
 from ..errors import InputError
+from ..limits import check_tokens
 from ..tokenize import build_tokenizer
 
 DIGIT_TASKS = ("copy", "reverse", "sort", "add")
@@ -96,10 +97,18 @@ def build_tokenizers(cfg, raw: dict[str, list]):
     return src, tgt
 
 
+def _clip(text: str, n: int = 30) -> str:
+    return repr(text if len(text) <= n else text[:n] + "…")
+
+
 def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int) -> list[tuple]:
     """Id tuples: (src_ids, tgt_ids) per pair, or (window,) for a language model."""
     if kind == "seq2seq":
-        return [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in items]
+        pairs = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in items]
+        for (s, t), (src, tgt) in zip(items, pairs):  # the decoder also reads <bos>, predicts <eos>
+            check_tokens(max(len(src), len(tgt) + 1), f"the pair {_clip(s)} → {_clip(t)}")
+        return pairs
+    check_tokens(block_size + 1, f"--block-size {block_size} (+1 for the shifted target)")
     stream: list[int] = []
     for line in items:
         stream.extend(src_tok.encode(line, add_special=True))  # <bos> line <eos>: lines stay apart
