@@ -73,13 +73,13 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
     layers = 4 if lm else 3
     if tokens < 50_000:  # tiny data: a small model, or it memorises
         return (dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.1), 1e-3,
-                f"{tokens:,} training tokens (< 50k): d_model 64, 2 layers")
+                f"{tokens:,} training tokens (< 50k) → d_model 64, 2 layers")
     if tokens > 5_000_000 and (minutes is None or minutes >= 60):
         return (dict(d_model=256, n_heads=4, n_layers=layers + 1, d_ff=1024, dropout=0.1), 6e-4,
-                f"{tokens:,} training tokens and {budget}: d_model 256, {layers + 1} layers")
+                f"{tokens:,} training tokens and {budget} → d_model 256, {layers + 1} layers")
     return (dict(d_model=128, n_heads=4, n_layers=layers, d_ff=512, dropout=0.1), 1e-3,
-            f"{tokens:,} training tokens and {budget}: d_model 128, {layers} layers"
-            " (2 CPU cores see a few million tokens in 30 min)")
+            f"{tokens:,} training tokens and {budget} → d_model 128, {layers} layers"
+            " (256 wide only past 5M tokens and an hour: 2 CPU cores see a few million tokens in 30 min)")
 
 
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
@@ -106,7 +106,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     r.train["tokenizer"] = kinds[0] if kinds[0] == kinds[1] else f"{kinds[0]}/{kinds[1]}"
     fields, peak, why = model_size(tokens, max_minutes, lm)
     r.model.update(fields, norm_position="pre")
-    r.reasons.append(f"model {why}")
+    r.reasons.append(f"model: {why}")
     r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400 if max_steps is None else max(1, min(400, max_steps // 10))  # a short run warms up a tenth
     r.train.update(schedule="rsqrt", lr=peak, warmup=warmup, patience=10, recipe="auto")
