@@ -26,6 +26,11 @@ def unseen_pieces(tok, text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
+def _shown(pieces: list[str]) -> str:
+    more = f" and {len(pieces) - 8} more" if len(pieces) > 8 else ""
+    return ", ".join(repr(p) for p in pieces[:8]) + more
+
+
 class UnknownPolicy:
     """Encode user text: <unk> plus one warning per unseen piece, or refuse under `strict`."""
 
@@ -40,18 +45,20 @@ class UnknownPolicy:
 
     def check(self, text: str) -> None:
         """Warn about (or, under strict, refuse) the unseen pieces of `text`."""
-        pieces = unseen_pieces(self.tok, text)
-        if not pieces:
-            return
-        shown = ", ".join(repr(p) for p in pieces[:8]) + (" ..." if len(pieces) > 8 else "")
-        if self.strict:
-            raise InputError(f"{shown} in {text[:60]!r} not in {self._vocab()}; "
-                             "without --strict it is read as <unk>")
-        new = [p for p in pieces if p not in self.warned]
+        self.check_all([text])
+
+    def check_all(self, texts) -> None:
+        """One warning for the new unseen pieces of all `texts` (a data file), or refuse the first."""
+        new: list[str] = []
+        for text in texts:
+            pieces = unseen_pieces(self.tok, text)
+            if pieces and self.strict:
+                raise InputError(f"{_shown(pieces)} in {text[:60]!r} not in {self._vocab()}; "
+                                 "without --strict it is read as <unk>")
+            new += [p for p in pieces if p not in self.warned and p not in new]
         if new:
             self.warned.update(new)
-            self.warn(f"warning: {', '.join(repr(p) for p in new[:8])}{' ...' if len(new) > 8 else ''}"
-                      f" not in {self._vocab()}; read as <unk>")
+            self.warn(f"warning: {_shown(new)} not in {self._vocab()}; read as <unk>")
 
     def encode(self, text: str, add_special: bool = False) -> list[int]:
         self.check(text)

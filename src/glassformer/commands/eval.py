@@ -45,8 +45,7 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
         from ..unknown import UnknownPolicy
         policy = UnknownPolicy(ck.src_tokenizer, strict, side="source" if ck.config.arch != "decoder" else "",
                                warn=warn)
-        for item in _data_items(data_path, ck.config.arch == "decoder"):
-            policy.check(item)
+        policy.check_all(_data_items(data_path, ck.config.arch == "decoder"))  # one warning for the file
     data = task_for_checkpoint(ck.meta, ck.src_tokenizer, ck.tgt_tokenizer, data_path)
     m = evaluate(ck.model, data, "test", with_bleu=data.kind == "seq2seq", device=device, beam_size=beam)
     out = {k: v for k, v in m.items() if k != "hypotheses"}
