@@ -6,7 +6,9 @@
 
 Translators: greedy (or --beam K) translations scored with sacrebleu BLEU and chrF, and exact
 match; for zh-en also the role-reversed pairs (猫 追 狗 / 狗 追 猫) both translated right.
-Every model: cross-entropy per token and perplexity.
+Translators also get WER (edit distance over output tokens: the PER of a G2P model), CER and
+the sequence error rate. Every model: cross-entropy per token and perplexity; language models
+also bits per character.
 """
 
 from __future__ import annotations
@@ -27,13 +29,23 @@ def role_reversed_score(data, hypotheses: list[str]) -> tuple[int, int]:
     return ok, len(pairs)
 
 
-def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, device: str = "cpu") -> dict:
-    """Test-split (or --data) metrics of a checkpoint, as a plain dict."""
+def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, device: str = "cpu",
+                        strict: bool = False, warn=None) -> dict:
+    """Test-split (or --data) metrics of a checkpoint, as a plain dict.
+
+    Pieces of --data unseen in training are read as <unk> with one warning each (`warn`), or
+    refused under `strict`: the same policy as translate and generate (glassformer.unknown).
+    """
     from ..train.checkpoint import load_checkpoint
     from ..train.evaluate import evaluate
     from ..train.tasks import task_for_checkpoint
 
     ck = load_checkpoint(ckpt, device=device)
+    if data_path is not None:
+        from ..unknown import UnknownPolicy
+        policy = UnknownPolicy(ck.src_tokenizer, strict, side="source" if ck.config.arch != "decoder" else "",
+                               warn=warn)
+        policy.check_all(_data_items(data_path, ck.config.arch == "decoder"))  # one warning for the file
     data = task_for_checkpoint(ck.meta, ck.src_tokenizer, ck.tgt_tokenizer, data_path)
     m = evaluate(ck.model, data, "test", with_bleu=data.kind == "seq2seq", device=device, beam_size=beam)
     out = {k: v for k, v in m.items() if k != "hypotheses"}
@@ -43,6 +55,12 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
     return out
 
 
+def _data_items(path: str, lm: bool):
+    """The texts the model reads from a --data file: lines (LM) or the TSV's sources."""
+    from ..data.files import read_text, read_tsv
+    return read_text(path) if lm else (s for s, _ in read_tsv(path))
+
+
 def register(app: typer.Typer) -> None:
     @app.command("eval")
     def eval_cmd(
@@ -50,13 +68,15 @@ def register(app: typer.Typer) -> None:
         data: Optional[str] = typer.Option(None, help="TSV pairs (translator) or text lines (language model)"),
         beam: int = typer.Option(1, help="beam size for translation (1: greedy)"),
         json_out: bool = typer.Option(False, "--json", help="print the metrics as one JSON object"),
+        strict: bool = typer.Option(False, "--strict", help="refuse --data with a piece unseen in training"
+                                    " (default: read it as <unk> and warn)"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:
         """Score a checkpoint: BLEU, chrF and exact match for translators, perplexity for all."""
         from ..errors import InputError
         if beam < 1:
             raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-        m = evaluate_checkpoint(ckpt, data, beam, device)
+        m = evaluate_checkpoint(ckpt, data, beam, device, strict, warn=lambda line: typer.echo(line, err=True))
         if json_out:
             typer.echo(json.dumps(m, ensure_ascii=False))
             return
@@ -64,8 +84,12 @@ def register(app: typer.Typer) -> None:
         if "exact_match" in m:
             typer.echo(f"  BLEU        {m['bleu']:.2f}")
             typer.echo(f"  chrF        {m['chrf']:.2f}")
-            typer.echo(f"  exact match {100 * m['exact_match']:.2f}%")
+            typer.echo(f"  exact match {100 * m['exact_match']:.2f}%  (sequence error rate {100 * m['ser']:.2f}%)")
+            typer.echo(f"  WER         {100 * m['wer']:.2f}%  (edit distance over output tokens: PER for phonemes)")
+            typer.echo(f"  CER         {100 * m['cer']:.2f}%")
         if "role_reversed_pairs" in m:
             typer.echo(f"  role-reversed pairs both right: {m['role_reversed_ok']}/{m['role_reversed_pairs']}")
         typer.echo(f"  loss        {m['loss']:.4f} nats/token")
         typer.echo(f"  perplexity  {m['ppl']:.3f}")
+        if "bpc" in m:
+            typer.echo(f"  bits/char   {m['bpc']:.4f}  (a line end counts as one character)")

@@ -26,6 +26,8 @@ def register(app: typer.Typer) -> None:
         top_k: Optional[int] = typer.Option(None, help="sample among the k most likely tokens"),
         top_p: Optional[float] = typer.Option(None, help="sample within probability mass p"),
         seed: int = typer.Option(0, help="sampling seed"),
+        strict: bool = typer.Option(False, "--strict", help="refuse a prompt with a piece unseen in training"
+                                    " (default: read it as <unk> and warn)"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:
         """Continue --prompt with a trained language model and print the text."""
@@ -46,8 +48,9 @@ def register(app: typer.Typer) -> None:
         if ck.config.arch != "decoder":
             raise InputError(f"{ck.path} holds {'an' if ck.config.arch.startswith('e') else 'a'} {ck.config.arch} model; generate needs a language model "
                              "(train one with --task lm); use `glassformer translate` for translators")
+        from ..unknown import UnknownPolicy
         tok = ck.src_tokenizer
-        ids = [tok.bos_id, *tok.encode(prompt)]
+        ids = [tok.bos_id, *UnknownPolicy(tok, strict, warn=lambda m: typer.echo(m, err=True)).encode(prompt)]
         limits.check_tokens(len(ids) + max_new_tokens, f"the prompt ({len(ids)} tokens with <bos>) plus "
                             f"--max-new-tokens {max_new_tokens}")
         limits.check_positions(len(ids) + max_new_tokens, ck.config, "the prompt plus --max-new-tokens")

@@ -8,6 +8,9 @@
 
 An existing run in --out is never replaced without --force; Ctrl-C saves and prints the --resume command.
 
+User data (tsv, lm) is trained with `--recipe auto` unless told otherwise: settings chosen from
+the data and printed with the reasons (train/recipe.py); `--recipe paper` is the 2017 setup.
+
 Every ModelConfig variant has a flag; an impossible combination stops with ConfigError's line.
 """
 
@@ -44,15 +47,17 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="seed for data, initialisation, batching and dropout"),
         resume: bool = typer.Option(False, "--resume", help="continue the run in --out exactly"),
         force: bool = typer.Option(False, "--force", help="replace a run already in --out (default: refuse)"),
+        recipe: str = typer.Option("auto", help="auto (chosen from the data; tsv and lm) | paper (2017)"),
         tokenizer: Optional[str] = typer.Option(None, help="char | word | jieba | bpe | unigram"),
         vocab_size: Optional[int] = typer.Option(None, help="vocabulary size for bpe / unigram"),
         batch_size: int = typer.Option(64, rich_help_panel=T, help="sequences per micro-batch"),
         accum_steps: int = typer.Option(1, rich_help_panel=T, help="micro-batches per optimiser step"),
         block_size: int = typer.Option(128, rich_help_panel=T, help="tokens per window (lm)"),
-        schedule: str = typer.Option("noam", rich_help_panel=T, help="noam (paper §5.3) | cosine | constant"),
-        lr: float = typer.Option(1e-3, rich_help_panel=T, help="peak rate for cosine / constant"),
+        schedule: Optional[str] = typer.Option(None, rich_help_panel=T,
+                                               help="noam (paper §5.3) | rsqrt | cosine | constant"),
+        lr: Optional[float] = typer.Option(None, rich_help_panel=T, help="peak rate for rsqrt / cosine / constant"),
         noam_factor: float = typer.Option(1.0, rich_help_panel=T, help="multiplies the noam rate"),
-        warmup: int = typer.Option(400, rich_help_panel=T, help="warmup steps"),
+        warmup: Optional[int] = typer.Option(None, rich_help_panel=T, help="warmup steps (default 400)"),
         label_smoothing: float = typer.Option(0.1, rich_help_panel=T, help="ε_ls (paper: 0.1)"),
         clip_norm: float = typer.Option(1.0, rich_help_panel=T, help="gradient-norm clip (0: off)"),
         weight_decay: float = typer.Option(0.01, rich_help_panel=T, help="AdamW weight decay"),
@@ -62,7 +67,8 @@ def register(app: typer.Typer) -> None:
                                               help="CPU threads (default: 1 for built-in tasks, else PyTorch's)"),
         eval_every: int = typer.Option(200, rich_help_panel=T, help="evaluate every N steps"),
         eval_size: int = typer.Option(500, rich_help_panel=T, help="held-out examples per evaluation"),
-        patience: int = typer.Option(5, rich_help_panel=T, help="evaluations without improvement (0: off)"),
+        patience: Optional[int] = typer.Option(None, rich_help_panel=T,
+                                               help="evaluations without improvement (0: off; default 5, auto 10)"),
         stop_at: Optional[float] = typer.Option(None, rich_help_panel=T, help="stop at this exact match"),
         quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
         d_model: Optional[int] = typer.Option(None, rich_help_panel=M),
@@ -107,13 +113,32 @@ def register(app: typer.Typer) -> None:
             task, data = task or was.get("task"), data or was.get("data")
         task = task or "zh-en"
         overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
+        chosen = dict(schedule=schedule, lr=lr, warmup=warmup, patience=patience, tokenizer=tokenizer,
+                      vocab_size=vocab_size, threads=threads)
+        fixed = {k: v for k, v in chosen.items() if v is not None}
+        if fixed.get("patience") == 0:
+            fixed["patience"] = None  # 0 turns early stopping off
+        given = set(fixed)
+        paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper")
         cfg = TrainConfig(
             task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
-            max_minutes=max_minutes, tokenizer=tokenizer, vocab_size=vocab_size, batch_size=batch_size,
-            accum_steps=accum_steps, block_size=block_size, schedule=schedule, lr=lr, noam_factor=noam_factor,
-            warmup=warmup, label_smoothing=label_smoothing, clip_norm=clip_norm or None,
-            weight_decay=weight_decay, bf16=bf16, device=device, threads=threads, eval_every=eval_every,
-            eval_size=eval_size, patience=patience or None, stop_at=stop_at, quiet=quiet)
+            max_minutes=max_minutes, batch_size=batch_size, accum_steps=accum_steps, block_size=block_size,
+            noam_factor=noam_factor, label_smoothing=label_smoothing, clip_norm=clip_norm or None,
+            weight_decay=weight_decay, bf16=bf16, device=device, eval_every=eval_every,
+            eval_size=eval_size, stop_at=stop_at, quiet=quiet,
+            **{**paper, **fixed})
+        if recipe not in ("auto", "paper"):
+            from ..errors import ConfigError
+            raise ConfigError(f"--recipe {recipe!r} is not one of auto, paper")
+        if recipe == "auto" and task in ("tsv", "lm") and not resume:
+            from ..train.recipe import choose
+            from ..train.tasks import raw_splits
+            r = choose(task, raw_splits(cfg), max_minutes, max_steps)
+            cfg = cfg.replace(**{k: v for k, v in r.train.items() if k not in given})
+            overrides = {**r.model, **overrides}
+            if _is_rank0():
+                flags = {f for f in MODEL_FLAGS if values[f] is not None} | given
+                typer.echo(r.block({"--" + f.replace("_", "-") for f in flags}))
         if resume and overrides:
             given = ", ".join("--" + flag.replace("_", "-") for flag in MODEL_FLAGS if values[flag] is not None)
             typer.echo(f"note: --resume keeps the run's own model; ignoring {given}", err=True)

@@ -6,12 +6,18 @@
     {"source": "你 爱 我", "translation": "you love me"}
 
 Each argument is one sentence: quote a sentence that has spaces ("猫 吃 鱼").
+
+    glassformer translate --ckpt runs/mine --input sentences.txt --json > out.jsonl
+    cat sentences.txt | glassformer translate --ckpt runs/mine --input -
+
+A piece never seen in training is read as <unk> with one warning naming it (--strict refuses
+the sentence instead); a bad line gets {"source", "error"} and the others are translated.
 """
 
 from __future__ import annotations
 
 import json
-from typing import List
+from typing import List, Optional
 
 import typer
 
@@ -44,22 +50,65 @@ def register(app: typer.Typer) -> None:
     def translate(
         sentences: List[str] = typer.Argument(None, help="sentence(s) to translate"),
         ckpt: str = typer.Option(..., help="run folder or checkpoint folder"),
+        input_path: Optional[str] = typer.Option(None, "--input", help="a file of sentences, one per line; - for stdin"),
         beam: int = typer.Option(1, help="beam size (1: greedy)"),
-        json_out: bool = typer.Option(False, "--json", help='one JSON line per input: {"source", "translation"}'),
+        json_out: bool = typer.Option(False, "--json",
+                                      help='one JSON line per input: {"source", "translation"} or {"source", "error"}'),
+        strict: bool = typer.Option(False, "--strict", help="refuse a sentence with a piece unseen in training"
+                                    " (default: read it as <unk> and warn once)"),
+        quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:
-        """Translate SENTENCE... with a trained translator (greedy, or beam search with --beam K)."""
-        from ..train.evaluate import translate_texts
+        """Translate SENTENCE... or --input FILE (batched, in input order; a bad line never stops the rest)."""
+        from ..streaming import read_lines, translate_lines
+        from ..unknown import UnknownPolicy
 
         if beam < 1:
             raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-        texts = sentences_from_args(list(sentences or []))
+        if input_path is not None and sentences:
+            raise InputError("give sentences as arguments or --input FILE, not both")
+        lines = read_lines(input_path) if input_path is not None else \
+            ((s, None) for s in sentences_from_args(list(sentences or [])))
         ck = load_translator(ckpt, device)
-        outs = translate_texts(ck.model, ck.src_tokenizer, ck.tgt_tokenizer, texts, beam_size=beam, device=device)
-        for src, hyp in zip(texts, outs):
-            if json_out:
-                typer.echo(json.dumps({"source": src, "translation": hyp}, ensure_ascii=False))
-            elif len(texts) == 1:
-                typer.echo(hyp)
-            else:
-                typer.echo(f"{src} → {hyp}")
+        policy = UnknownPolicy(ck.src_tokenizer, strict, side="source", warn=lambda m: typer.echo(m, err=True))
+        single = input_path is None and len(sentences) == 1
+        failed = 0
+        with _progress(enabled=input_path is not None and not quiet) as advance:
+            for number, rec in enumerate(translate_lines(ck.model, policy, ck.tgt_tokenizer, lines, beam, device,
+                                                         advance), start=1):
+                if json_out:
+                    typer.echo(json.dumps(rec, ensure_ascii=False))
+                elif "error" in rec:
+                    failed += 1
+                    if single:
+                        raise InputError(rec["error"])
+                    typer.echo("", nl=True)  # keeps output line N for input line N
+                    typer.echo(f"error: line {number}: {rec['error']}", err=True)
+                elif input_path is not None or single:
+                    typer.echo(rec["translation"])
+                else:
+                    typer.echo(f"{rec['source']} → {rec['translation']}")
+        if failed:
+            raise typer.Exit(2)
+
+
+class _progress:
+    """A rich bar on stderr counting lines translated (no total: stdin may not end)."""
+
+    def __init__(self, enabled: bool):
+        self.enabled, self.bar = enabled, None
+
+    def __enter__(self):
+        if not self.enabled:
+            return None
+        from rich.console import Console
+        from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+        self.bar = Progress(SpinnerColumn(), TextColumn("{task.completed} lines translated"), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)
+        self.bar.start()
+        task = self.bar.add_task("translate", total=None)
+        return lambda n: self.bar.advance(task, n)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()

@@ -163,8 +163,11 @@ def _checkpoint(path: Path) -> Subject:
     model, src = ck.model.eval(), ck.src_tokenizer
 
     arch = ck.config.arch
+    from ..unknown import UnknownPolicy
+    policy = UnknownPolicy(src, side="source" if arch == "encoder-decoder" else "")  # <unk> + one warning
 
     def tokenize(text: str):
+        policy.check(text)
         if arch == "encoder-decoder":  # sources are trained without <bos>/<eos> (train.tasks)
             ids = src.encode(text)
         elif arch == "decoder":  # a prompt: <bos> then the text, no <eos>

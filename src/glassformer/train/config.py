@@ -16,7 +16,8 @@ from ..config import StrictConfig
 from ..errors import ConfigError
 
 TASKS = ("zh-en", "copy", "reverse", "sort", "add", "tsv", "lm")
-SCHEDULES = ("noam", "cosine", "constant")
+SCHEDULES = ("noam", "rsqrt", "cosine", "constant")
+RECIPES = ("paper", "auto")
 TOKENIZERS = ("char", "word", "jieba", "bpe", "unigram")
 MONITORS = ("loss", "exact_match")
 
@@ -48,7 +49,8 @@ class TrainConfig(StrictConfig):
     max_steps: int | None = None
     max_minutes: float | None = None
     # ---- tokenizers ----
-    tokenizer: str | None = None  # None: the task's default (see glassformer.train.tasks)
+    tokenizer: str | None = None  # None: the task's default; "char/word": source char, target word
+    recipe: str = "paper"  # how the run was set up: "auto" (train/recipe.py) or the 2017 "paper" one
     vocab_size: int | None = None  # for bpe / unigram
     # ---- batching (length-bucketed, padded) ----
     batch_size: int = 64  # sequences per micro-batch
@@ -81,8 +83,11 @@ class TrainConfig(StrictConfig):
     def __post_init__(self) -> None:
         _check(self.task in TASKS, f"task={self.task!r} is not one of {', '.join(TASKS)}")
         _check(self.schedule in SCHEDULES, f"schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
-        _check(self.tokenizer is None or self.tokenizer in TOKENIZERS,
-               f"tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}")
+        _check(self.tokenizer is None or (self.tokenizer.count("/") <= 1
+                                          and all(k in TOKENIZERS for k in self.tokenizer.split("/"))),
+               f"tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}"
+               " (or SOURCE/TARGET, e.g. char/word)")
+        _check(self.recipe in RECIPES, f"recipe={self.recipe!r} is not one of {', '.join(RECIPES)}")
         _check(self.monitor is None or self.monitor in MONITORS,
                f"monitor={self.monitor!r} is not one of {', '.join(MONITORS)}")
         for name in ("data", "monitor", "tokenizer"):

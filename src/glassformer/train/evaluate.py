@@ -1,5 +1,8 @@
 """Held-out evaluation: cross-entropy and perplexity, exact match, BLEU and chrF.
 
+(Also the error rates of `error_rates`: WER/PER over output tokens, CER, the sequence error
+rate, and bits per character for language models.)
+
 - loss: mean cross-entropy per target token, *without* label smoothing, so perplexity
   = exp(loss) is comparable across runs (the paper reports perplexity per word-piece, §6.2);
 - exact match: greedy translation (argmax at each step, the KV cache of `glassformer.generate`)
@@ -18,6 +21,7 @@ import torch.nn.functional as F
 from ..errors import InputError
 from ..limits import check_tokens
 from ..tokenize import pad_batch
+from . import error_rates
 from .batching import collate_lm, collate_seq2seq
 
 
@@ -136,7 +140,11 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
                 translate_ids(model, [s for s, _ in examples], beam_size, device=device)]
         refs = [t for _, t in raw]
         metrics["exact_match"] = exact_match(hyps, refs)
+        metrics.update(error_rates.for_outputs(hyps, refs))
         if with_bleu:
             metrics.update(bleu_chrf(hyps, refs))
         metrics["hypotheses"] = hyps
+    elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
+        predicted = sum(len(w[0]) - 1 for w in examples)
+        metrics["bpc"] = error_rates.bits_per_character(loss * predicted, data.raw[split])
     return metrics

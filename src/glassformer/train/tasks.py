@@ -77,12 +77,18 @@ def raw_splits(cfg) -> dict[str, list]:
     return _holdout(list(read_text(cfg.data)), cfg.seed, "lines", cfg.data)
 
 
+def _vocab(cfg, kind: str) -> int | None:
+    """--vocab-size, else the default for subword kinds (char and word then keep every symbol)."""
+    return cfg.vocab_size or DEFAULT_VOCAB.get(kind)
+
+
 def build_tokenizers(cfg, raw: dict[str, list]):
     """(src, tgt) tokenizers fitted on the training split; one shared object when sides share symbols."""
     src_kind, tgt_kind = DEFAULT_TOKENIZER[cfg.task]
-    if cfg.tokenizer is not None:
-        src_kind = tgt_kind = cfg.tokenizer
-    size = cfg.vocab_size or DEFAULT_VOCAB.get(src_kind)
+    if cfg.tokenizer is not None:  # "bpe" for both sides, or "char/word" for source/target
+        src_kind, _, tgt_kind = cfg.tokenizer.partition("/")
+        tgt_kind = tgt_kind or src_kind
+    size = _vocab(cfg, src_kind)
     train = raw["train"]
     if cfg.task == "lm":
         tok = build_tokenizer(src_kind, train, vocab_size=size)
@@ -92,7 +98,7 @@ def build_tokenizers(cfg, raw: dict[str, list]):
         return tok, tok
     src = build_tokenizer(src_kind, [s for s, _ in train], vocab_size=size,
                           lang="zh" if cfg.task == "zh-en" else None)
-    tgt = build_tokenizer(tgt_kind, [t for _, t in train], vocab_size=cfg.vocab_size or DEFAULT_VOCAB.get(tgt_kind),
+    tgt = build_tokenizer(tgt_kind, [t for _, t in train], vocab_size=_vocab(cfg, tgt_kind),
                           lang="en" if cfg.task == "zh-en" else None)
     return src, tgt
 

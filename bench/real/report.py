@@ -1,0 +1,83 @@
+"""Learning curves against wall-clock time and the results table of the real-data benchmark.
+
+    python bench/real/report.py runs/real [docs/figures]
+
+Reads what bench/real/run.sh wrote (ours-*/metrics.jsonl, plain-*.jsonl, simple.json,
+ours-*-test.json) and draws docs/figures/real-g2p.png, real-lm-en.png, real-lm-zh.png; prints a
+Markdown table of the test numbers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+METRIC = {"g2p": ("ser", "valid word error rate (G2P WER = 1 - exact match)"),
+          "lm-en": ("bpc", "valid bits per character"), "lm-zh": ("bpc", "valid bits per character")}
+
+
+def rows(path: Path, split: str) -> list[dict]:
+    if not path.exists():
+        return []
+    return [r for r in map(json.loads, path.read_text(encoding="utf-8").splitlines()) if r.get("split") == split]
+
+
+def curve(root: Path, task: str, figures: Path) -> None:
+    key, label = METRIC[task]
+    plt.figure(figsize=(6, 3.6))
+    for name, records in (("glassformer (defaults)", rows(root / f"ours-{task}" / "metrics.jsonl", "valid")),
+                          ("plain PyTorch", rows(root / f"plain-{task}.jsonl", "valid"))):
+        pts = [(r["elapsed_s"] / 60, r[key]) for r in records if key in r]
+        if pts:
+            plt.plot(*zip(*pts), marker=".", label=name)
+    simple = json.loads((root / "simple.json").read_text()) if (root / "simple.json").exists() else {}
+    if task in simple:
+        plt.axhline(simple[task][key], color="grey", ls="--",
+                    label="per-letter majority (test)" if task == "g2p" else "5-gram (test)")
+    plt.xlabel("wall-clock minutes (one thread each, run side by side)")
+    plt.ylabel(label)
+    plt.title(task)
+    plt.legend()
+    plt.tight_layout()
+    figures.mkdir(parents=True, exist_ok=True)
+    plt.savefig(figures / f"real-{task}.png", dpi=110)
+    plt.close()
+
+
+def table(root: Path) -> str:
+    simple = json.loads((root / "simple.json").read_text()) if (root / "simple.json").exists() else {}
+    lines = ["| task | metric (test) | glassformer defaults | plain PyTorch | simple baseline | published |",
+             "|---|---|---|---|---|---|"]
+    for task in ("g2p", "lm-en", "lm-zh"):
+        ours_path = root / f"ours-{task}-test.json"
+        ours = json.loads(ours_path.read_text()) if ours_path.exists() else {}
+        plain = (rows(root / f"plain-{task}.jsonl", "test") or [{}])[-1]
+        s = simple.get(task, {})
+        if task == "g2p":
+            fmt = lambda v: f"{100 * v:.1f}%" if v is not None else "-"  # noqa: E731
+            lines.append(f"| G2P (CMUdict, {ours.get('n', '-')} words) | WER | {fmt(ours.get('ser'))} | "
+                         f"{fmt(plain.get('ser'))} | {fmt(s.get('ser'))} | 22% (Yolchuyeva 2019) |")
+            lines.append(f"| | PER | {fmt(ours.get('wer'))} | {fmt(plain.get('per'))} | {fmt(s.get('per'))} |"
+                         " 5% (Yolchuyeva 2019) |")
+        else:
+            fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
+            lines.append(f"| char LM, fortunes-{task[3:]} | bits/char | {fmt(ours.get('bpc'))} | "
+                         f"{fmt(plain.get('bpc'))} | {fmt(s.get('bpc'))} | - |")
+    return "\n".join(lines)
+
+
+def main(root: str, figures: str = "docs/figures") -> None:
+    r = Path(root)
+    for task in METRIC:
+        curve(r, task, Path(figures))
+    print(table(r))
+
+
+if __name__ == "__main__":
+    main(*sys.argv[1:])

@@ -1,0 +1,104 @@
+"""The simple baselines of the real-data benchmark (seconds of CPU, no neural network).
+
+    python bench/real/simple.py DATA_DIR OUT.json
+
+- g2p: per-letter majority. Training words whose spelling and pronunciation have the same length
+  are aligned one letter to one phoneme; each letter in its context (two letters either side,
+  backing off to one, then none) predicts its most frequent phoneme. One phoneme per letter.
+- lm-en / lm-zh: an interpolated absolute-discounting character n-gram (Ney et al. 1994;
+  discount 0.75), order 5, over the same symbols as the neural models: the characters of each
+  line and one line end; a character unseen in training is one <unk> symbol.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+from glassformer.train.error_rates import sequence_error_rate, token_error_rate
+
+
+def g2p_majority(train: list[tuple[str, str]], test: list[tuple[str, str]]) -> dict:
+    tables = [defaultdict(Counter) for _ in range(3)]  # context width 2, 1, 0
+    for word, phones in train:
+        ph = phones.split()
+        if len(ph) != len(word):
+            continue
+        padded = "##" + word + "##"
+        for i, p in enumerate(ph):
+            for width, table in zip((2, 1, 0), tables):
+                table[padded[i + 2 - width:i + 3 + width]][p] += 1
+    fallback = Counter(p for _, ph in train for p in ph.split()).most_common(1)[0][0]
+
+    def predict(word: str) -> str:
+        padded, out = "##" + word + "##", []
+        for i in range(len(word)):
+            for width, table in zip((2, 1, 0), tables):
+                key = padded[i + 2 - width:i + 3 + width]
+                if key in table:
+                    out.append(table[key].most_common(1)[0][0])
+                    break
+            else:
+                out.append(fallback)
+        return " ".join(out)
+
+    hyps, refs = [predict(w) for w, _ in test], [p for _, p in test]
+    return {"n": len(test), "ser": sequence_error_rate(hyps, refs), "per": token_error_rate(hyps, refs)}
+
+
+def symbols(lines: list[str], known: set[str] | None) -> list[str]:
+    out = []
+    for line in lines:
+        out += [c if known is None or c in known else "<unk>" for c in line] + ["\n"]
+    return out
+
+
+def ngram_bpc(train_lines: list[str], test_lines: list[str], order: int = 5, d: float = 0.75) -> float:
+    train = symbols(train_lines, None)
+    vocab = set(train) | {"<unk>"}
+    test = symbols(test_lines, vocab)
+    counts = [defaultdict(Counter) for _ in range(order)]  # counts[k][history of length k][symbol]
+    for i, s in enumerate(train):
+        for k in range(order):
+            if i - k < 0:
+                break
+            counts[k][tuple(train[i - k:i])][s] += 1
+    totals = [{h: sum(c.values()) for h, c in table.items()} for table in counts]
+
+    def prob(history: tuple, s: str) -> float:
+        p = 1.0 / len(vocab)  # uniform floor: every symbol, <unk> included, keeps some mass
+        for k in range(order):
+            h = history[len(history) - k:] if k else ()
+            c = counts[k].get(h)
+            if c is None:
+                break
+            n = totals[k][h]
+            p = max(c.get(s, 0) - d, 0) / n + d * len(c) / n * p
+        return p
+
+    bits = 0.0
+    for i, s in enumerate(test):
+        bits -= math.log2(prob(tuple(test[max(0, i - order + 1):i]), s))
+    return bits / len(test)
+
+
+def read_tsv(path: Path) -> list[tuple[str, str]]:
+    return [tuple(line.rstrip("\n").split("\t")) for line in path.open(encoding="utf-8") if line.strip()]
+
+
+def main(data: str, out: str) -> None:
+    root = Path(data)
+    result = {"g2p": g2p_majority(read_tsv(root / "g2p-train.tsv"), read_tsv(root / "g2p-test.tsv"))}
+    for lang in ("en", "zh"):
+        train = (root / f"{lang}-train.txt").read_text(encoding="utf-8").splitlines()
+        test = (root / f"{lang}-test.txt").read_text(encoding="utf-8").splitlines()
+        result[f"lm-{lang}"] = {"bpc": ngram_bpc(train, test), "order": 5}
+    Path(out).write_text(json.dumps(result, indent=1), encoding="utf-8")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1], sys.argv[2])

@@ -1,0 +1,100 @@
+"""Translate any number of lines without dropping a batch (issue 10).
+
+Lines come from arguments, a file or stdin and are read a chunk at a time, so a file larger
+than memory works. Inside a chunk the sources are sorted by length and decoded in batches
+(`translate_ids`: little padding, the same greedy or beam result as one at a time), then put
+back in input order. A bad line (empty, not UTF-8, a piece unseen in training under
+`--strict`) becomes a `{"source", "error"}` record and the other lines go on; if a whole batch
+fails to decode, its lines are retried one by one so that only the bad one is lost.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from .errors import GlassformerError, InputError
+from .unknown import UnknownPolicy
+
+CHUNK = 1024  # lines read, sorted and decoded together
+
+
+def read_lines(path: str) -> Iterator[tuple[str, str | None]]:
+    """(text, error) per line of a file, or of stdin for '-'; an undecodable line carries its error."""
+    if path == "-":
+        stream = sys.stdin.buffer
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise InputError(f"--input {path}: no such file; give a text file with one sentence per line, or -"
+                             " for stdin")
+        stream = p.open("rb")
+    try:
+        for number, raw in enumerate(stream, start=1):
+            try:
+                yield raw.decode("utf-8").rstrip("\r\n"), None
+            except UnicodeDecodeError:
+                yield raw.decode("utf-8", "replace").rstrip("\r\n"), f"line {number} is not valid UTF-8"
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
+
+
+def _encode(policy: UnknownPolicy, text: str, error: str | None) -> list[int]:
+    if error:
+        raise InputError(error)
+    if not text.strip():
+        raise InputError("empty line; expected a sentence to translate")
+    ids = policy.encode(text)
+    if not ids:
+        raise InputError(f"nothing to translate in {text!r}")
+    return ids
+
+
+def _decode(model, ids: list[list[int]], beam: int, device: str) -> list[list[int] | str]:
+    """Target ids per source; when the batch fails, each source alone (its error as a string)."""
+    from .train.evaluate import translate_ids
+    try:
+        return translate_ids(model, ids, beam, device=device)
+    except (GlassformerError, RuntimeError, IndexError):
+        out: list[list[int] | str] = []
+        for one in ids:
+            try:
+                out.append(translate_ids(model, [one], beam, device=device)[0])
+            except (GlassformerError, RuntimeError, IndexError) as e:
+                out.append(f"could not translate: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        return out
+
+
+def translate_lines(model, policy: UnknownPolicy, tgt_tok, lines: Iterable[tuple[str, str | None]],
+                    beam: int = 1, device: str = "cpu", progress=None) -> Iterator[dict]:
+    """One record per input line, in input order: {"source", "translation"} or {"source", "error"}."""
+    chunk: list[tuple[str, str | None]] = []
+
+    def flush() -> Iterator[dict]:
+        records: list[dict] = []
+        good, good_ids = [], []
+        for i, (text, error) in enumerate(chunk):
+            records.append({"source": text})
+            try:
+                good_ids.append(_encode(policy, text, error))
+                good.append(i)
+            except InputError as e:
+                records[i]["error"] = str(e)
+        for i, out in zip(good, _decode(model, good_ids, beam, device) if good_ids else []):
+            if isinstance(out, str):
+                records[i]["error"] = out
+            else:
+                records[i]["translation"] = tgt_tok.decode(out)
+        if progress is not None:
+            progress(len(chunk))
+        chunk.clear()
+        yield from records
+
+    for item in lines:
+        chunk.append(item)
+        if len(chunk) >= CHUNK:
+            yield from flush()
+    if chunk:
+        yield from flush()

@@ -1,0 +1,67 @@
+"""Error rates for real-data tasks (issue 10): edit distance, WER/PER, CER, bits per character.
+
+- `edit_distance(a, b)`: Levenshtein distance (insertions, deletions, substitutions cost 1).
+- `token_error_rate(hyps, refs)`: summed edit distance over whitespace tokens / reference tokens;
+  the ASR "WER" (what jiwer computes), and the G2P "PER" when the tokens are phonemes.
+- `sequence_error_rate`: fraction of outputs not exactly right; the G2P papers' "WER", where a
+  word counts as wrong if any phoneme is (Yolchuyeva et al. 2019; Rao et al. 2015).
+- `char_error_rate`: the same edit distance over characters.
+- `bits_per_character(nats, text_lines)`: a language model's summed loss in bits divided by the
+  characters it predicted, each line end counted as one character (a newline), so that models
+  with different tokenizers compare.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+
+def edit_distance(a: Sequence, b: Sequence) -> int:
+    """Levenshtein distance between two sequences (one row of the DP table at a time)."""
+    if len(a) < len(b):
+        a, b = b, a
+    row = list(range(len(b) + 1))
+    for i, x in enumerate(a, start=1):
+        prev, row[0] = row[0], i
+        for j, y in enumerate(b, start=1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (x != y))
+    return row[-1]
+
+
+def _rate(pairs) -> float:
+    errors = total = 0
+    for hyp, ref in pairs:
+        errors += edit_distance(hyp, ref)
+        total += len(ref)
+    return errors / total if total else 0.0
+
+
+def token_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Σ edit distance over whitespace tokens / Σ reference tokens (WER; PER for phonemes)."""
+    return _rate((h.split(), r.split()) for h, r in zip(hypotheses, references))
+
+
+def char_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Σ edit distance over characters (spaces normalised to one) / Σ reference characters."""
+    return _rate((" ".join(h.split()), " ".join(r.split())) for h, r in zip(hypotheses, references))
+
+
+def sequence_error_rate(hypotheses: Sequence[str], references: Sequence[str]) -> float:
+    """Fraction of hypotheses that differ from their reference (whitespace-normalised)."""
+    if not references:
+        return 0.0
+    wrong = sum(h.split() != r.split() for h, r in zip(hypotheses, references))
+    return wrong / len(references)
+
+
+def bits_per_character(total_nats: float, lines: Sequence[str]) -> float:
+    """Summed cross-entropy (nats) in bits per character, a line end counting as one character."""
+    chars = sum(len(line) + 1 for line in lines)
+    return total_nats / math.log(2) / max(chars, 1)
+
+
+def for_outputs(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
+    """The error rates of a translator's outputs, as evaluation metrics."""
+    return {"wer": token_error_rate(hypotheses, references), "cer": char_error_rate(hypotheses, references),
+            "ser": sequence_error_rate(hypotheses, references)}

@@ -1,0 +1,65 @@
+"""The unknown-token policy shared by translate, generate, eval and inspect (issues 10 and 16).
+
+A piece of user text the model never saw in training is read as <unk>, and one warning names
+it (once per piece per command, so a file of 10,000 lines does not repeat it); with
+`--strict` the text is refused instead, in one line naming the piece. A piece is what the
+tokenizer splits text into: a character, a word, or for BPE/unigram the characters no
+subword covers (the form the user typed, never an empty string or a '▁' marker).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from .errors import InputError
+
+
+def unseen_pieces(tok, text: str) -> list[str]:
+    """The pieces of `text` outside the tokenizer's vocabulary, in order of first appearance."""
+    if tok.unk_id not in tok.encode(text):
+        return []
+    found = [t.replace("▁", "") for t in tok.tokens(text) if tok.token_to_id(t) is None]
+    found = [t for t in found if t.strip()]
+    if not found:  # a subword model: find the characters that encode to <unk> on their own
+        found = [c for c in text if not c.isspace() and tok.unk_id in tok.encode(c)]
+    return list(dict.fromkeys(found))
+
+
+def _shown(pieces: list[str]) -> str:
+    more = f" and {len(pieces) - 8} more" if len(pieces) > 8 else ""
+    return ", ".join(repr(p) for p in pieces[:8]) + more
+
+
+class UnknownPolicy:
+    """Encode user text: <unk> plus one warning per unseen piece, or refuse under `strict`."""
+
+    def __init__(self, tok, strict: bool = False, side: str = "",
+                 warn: Callable[[str], None] | None = None):
+        self.tok, self.strict, self.side = tok, strict, side
+        self.warn = warn or (lambda line: print(line, file=sys.stderr))
+        self.warned: set[str] = set()
+
+    def _vocab(self) -> str:
+        return f"the model's {self.side + ' ' if self.side else ''}vocabulary ({self.tok.vocab_size} tokens)"
+
+    def check(self, text: str) -> None:
+        """Warn about (or, under strict, refuse) the unseen pieces of `text`."""
+        self.check_all([text])
+
+    def check_all(self, texts) -> None:
+        """One warning for the new unseen pieces of all `texts` (a data file), or refuse the first."""
+        new: list[str] = []
+        for text in texts:
+            pieces = unseen_pieces(self.tok, text)
+            if pieces and self.strict:
+                raise InputError(f"{_shown(pieces)} in {text[:60]!r} not in {self._vocab()}; "
+                                 "without --strict it is read as <unk>")
+            new += [p for p in pieces if p not in self.warned and p not in new]
+        if new:
+            self.warned.update(new)
+            self.warn(f"warning: {_shown(new)} not in {self._vocab()}; read as <unk>")
+
+    def encode(self, text: str, add_special: bool = False) -> list[int]:
+        self.check(text)
+        return self.tok.encode(text, add_special=add_special)

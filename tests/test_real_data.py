@@ -1,0 +1,148 @@
+"""Issue 10: real data with default settings, inference that never drops a batch, error rates."""
+
+import json
+import math
+from collections import Counter
+
+import jiwer
+import pytest
+import torch
+
+from glassformer.data.corpora import cmudict_pairs, load_corpus
+from glassformer.train.error_rates import (bits_per_character, char_error_rate, edit_distance,
+                                           sequence_error_rate, token_error_rate)
+from glassformer.train.recipe import choose_tokenizer
+
+from cli_helpers import run, train_once
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+
+# ---- error rates against jiwer and hand-computed values ----
+def test_error_rates_match_jiwer_and_hand_counts():
+    refs = ["K AE T", "D AO G Z", "HH AH L OW"]
+    hyps = ["K AE T", "D AA G", "HH EH L OW W"]
+    # by hand: 0 + (1 sub + 1 del) + (1 sub + 1 ins) = 4 edits over 3 + 4 + 4 = 11 phonemes
+    assert token_error_rate(hyps, refs) == pytest.approx(4 / 11)
+    assert token_error_rate(hyps, refs) == pytest.approx(jiwer.wer(refs, hyps))
+    assert char_error_rate(hyps, refs) == pytest.approx(jiwer.cer(refs, hyps))
+    assert sequence_error_rate(hyps, refs) == pytest.approx(2 / 3)
+    assert edit_distance("kitten", "sitting") == 3 and edit_distance("", "abc") == 3
+
+
+def test_bits_per_character_by_hand():
+    # two lines, 3 + 1 characters and two line ends = 6 symbols, each predicted with p = 1/4
+    assert bits_per_character(6 * math.log(4), ["abc", "d"]) == pytest.approx(2.0)
+
+
+# ---- what the auto recipe reads from the data ----
+def test_tokenizer_choice_follows_the_script_and_vocabulary():
+    pairs = cmudict_pairs()[:3000]
+    assert choose_tokenizer([w for w, _ in pairs])[0] == "char"  # one word per line: spell it
+    assert choose_tokenizer([p for _, p in pairs])[0] == "word"  # 39 phonemes: a closed set
+    zh = load_corpus("fortunes-zh")
+    assert choose_tokenizer(zh[-200:])[0] == "char"  # Tang and Song poems
+    en = load_corpus("fortunes-en")[:3000]
+    assert choose_tokenizer(en)[0] == "bpe"  # open-vocabulary English prose
+
+
+def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch, capsys):
+    lines = [ln for d in load_corpus("fortunes-en")[:2000] for ln in d.splitlines() if ln.strip()]
+    (tmp_path / "train.txt").write_text("\n".join(lines[:1500]) + "\n", encoding="utf-8")
+    (tmp_path / "test.txt").write_text("\n".join(lines[1500:1800]) + "\n", encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(tmp_path / "train.txt"),
+                         "--out", str(tmp_path / "run"), "--max-steps", "80", "--eval-every", "80", "--batch-size", "32",
+                         "--block-size", "64", "--quiet")
+    assert code == 0, err
+    assert "recipe auto" in out and "Pre-LN" in out and "tokenizer char" in out
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "run"), "--data",
+                         str(tmp_path / "test.txt"), "--json")
+    assert code == 0, err
+    ours = json.loads(out)["bpc"]
+    # the simple baseline: unigram character frequencies of the training text (+1 smoothing), line end included
+    train = "\n".join(lines[:1500]) + "\n"
+    counts = Counter(train)
+    test = "\n".join(lines[1500:1800]) + "\n"
+    total = sum(counts.values()) + len(counts) + 1
+    unigram = -sum(math.log2((counts.get(c, 0) + 1) / total) for c in test) / len(test)
+    assert ours < unigram - 0.3, (ours, unigram)
+
+
+# ---- inference that never drops a batch ----
+@pytest.fixture(scope="module")
+def copy_run(tmp_path_factory):
+    """A tiny digit-copy translator, trained for 80 steps (word tokens 0-9)."""
+    out = tmp_path_factory.mktemp("copy") / "run"
+    train_once("--task", "copy", "--out", str(out), "--max-steps", "80", "--eval-every", "40", "--eval-size", "20",
+               "--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--quiet", "--threads", "1")
+    return out
+
+
+def test_unseen_piece_becomes_unk_with_one_warning(copy_run, monkeypatch, capsys):
+    code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(copy_run), "--json", "1 X 3", "2 X 4")
+    assert code == 0
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert [r["source"] for r in recs] == ["1 X 3", "2 X 4"] and all("translation" in r for r in recs)
+    assert err.count("warning:") == 1 and "'X'" in err and "<unk>" in err
+
+
+def test_bad_lines_do_not_stop_the_others_and_order_is_kept(copy_run, tmp_path, monkeypatch, capsys):
+    from glassformer.train.checkpoint import load_checkpoint
+    from glassformer.train.evaluate import translate_ids
+    rng = torch.Generator().manual_seed(0)
+    good = [" ".join(str(int(d)) for d in torch.randint(0, 10, (int(n),), generator=rng))
+            for n in torch.randint(1, 9, (40,), generator=rng)]
+    lines = good[:10] + [""] + good[10:25] + ["7 Y 7"] + good[25:]
+    path = tmp_path / "in.txt"
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8") + b"\xff\xfe bad\n" + b"5 5\n")
+    code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(copy_run), "--input", str(path),
+                         "--json", "--strict", "--quiet")
+    assert code == 0, err
+    recs = [json.loads(line) for line in out.splitlines()]
+    assert len(recs) == len(lines) + 2
+    assert [r["source"] for r in recs[:len(lines)]] == lines
+    errors = [i for i, r in enumerate(recs) if "error" in r]
+    assert errors == [10, 26, len(lines)]  # the empty line, the unseen Y under --strict, the bad UTF-8
+    assert "empty" in recs[10]["error"] and "'Y'" in recs[26]["error"] and "UTF-8" in recs[-2]["error"]
+    # each translation is that sentence decoded alone (length-sorted batching changes nothing), up to
+    # the length limit of 2 × the longest source in the batch + 10 (this 80-step model may not stop)
+    ck = load_checkpoint(copy_run)
+    for r in recs:
+        if "translation" in r:
+            src = ck.src_tokenizer.encode(r["source"])
+            alone = translate_ids(ck.model, [src])[0]
+            batched = ck.tgt_tokenizer.encode(r["translation"])
+            n = min(len(alone), len(batched))
+            assert batched[:n] == alone[:n]
+            if len(alone) < 2 * len(src) + 10:  # stopped at <eos> on its own: the batch must too
+                assert batched == alone
+
+
+def test_stdin_streams_in_order(copy_run, monkeypatch, capsys):
+    lines = ["1 2 3", "4", "5 6 7 8 9 1 2", "3 3"]
+    code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(copy_run), "--input", "-", "--json",
+                         stdin="\n".join(lines) + "\n")
+    assert code == 0, err
+    assert [json.loads(line)["source"] for line in out.splitlines()] == lines
+
+
+def test_generate_and_eval_share_the_unknown_policy(tmp_path, monkeypatch, capsys):
+    text = tmp_path / "t.txt"
+    text.write_text("the cat eats the fish\n" * 40, encoding="utf-8")
+    code, _, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(text), "--out",
+                       str(tmp_path / "lm"), "--max-steps", "5", "--eval-every", "5", "--block-size", "16",
+                       "--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--quiet")
+    assert code == 0, err
+    code, out, err = run(monkeypatch, capsys, "generate", "--ckpt", str(tmp_path / "lm"), "--prompt", "the dog",
+                         "--max-new-tokens", "3", "--temperature", "0")
+    assert code == 0 and err.count("warning:") == 1 and "'d', 'o', 'g'" in err
+    code, out, err = run(monkeypatch, capsys, "generate", "--ckpt", str(tmp_path / "lm"), "--prompt", "the dog",
+                         "--strict")
+    assert code == 2 and out == "" and err.count("\n") == 1 and "'d'" in err
+    held = tmp_path / "held.txt"
+    held.write_text("the dog\nthe cat\n", encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "lm"), "--data", str(held), "--json")
+    assert code == 0 and err.count("warning:") == 1 and "bpc" in json.loads(out)
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "lm"), "--data", str(held),
+                         "--strict")
+    assert code == 2 and err.count("\n") == 1
