@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import GlassformerError, InputError
+from .limits import check_tokens
 from .unknown import UnknownPolicy
 
 CHUNK = 1024  # lines read, sorted and decoded together
@@ -49,6 +50,8 @@ def _encode(policy: UnknownPolicy, text: str, error: str | None) -> list[int]:
     ids = policy.encode(text)
     if not ids:
         raise InputError(f"nothing to translate in {text!r}")
+    # issue 16: a 30,000-token line is refused on its own line; the others go on
+    check_tokens(len(ids), f"the sentence {text[:30]!r}{'…' if len(text) > 30 else ''}")
     return ids
 
 

@@ -81,6 +81,9 @@ class TrainConfig(StrictConfig):
     quiet: bool = False
 
     def __post_init__(self) -> None:
+        for name in ("data", "monitor", "tokenizer"):
+            v = getattr(self, name)
+            _check(v is None or isinstance(v, str), f"{name}={v!r} must be text or None")
         _check(self.task in TASKS, f"task={self.task!r} is not one of {', '.join(TASKS)}")
         _check(self.schedule in SCHEDULES, f"schedule={self.schedule!r} is not one of {', '.join(SCHEDULES)}")
         _check(self.tokenizer is None or (self.tokenizer.count("/") <= 1
@@ -90,9 +93,6 @@ class TrainConfig(StrictConfig):
         _check(self.recipe in RECIPES, f"recipe={self.recipe!r} is not one of {', '.join(RECIPES)}")
         _check(self.monitor is None or self.monitor in MONITORS,
                f"monitor={self.monitor!r} is not one of {', '.join(MONITORS)}")
-        for name in ("data", "monitor", "tokenizer"):
-            v = getattr(self, name)
-            _check(v is None or isinstance(v, str), f"{name}={v!r} must be text or None")
         _check(isinstance(self.out, str) and self.out.strip() != "", f"out={self.out!r} must be a folder path")
         for name in ("bf16", "quiet"):
             _check(isinstance(getattr(self, name), bool), f"{name}={getattr(self, name)!r} must be true or false")
