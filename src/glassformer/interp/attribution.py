@@ -41,7 +41,7 @@ def attribution_patch(model: nn.Module, clean, corrupted, hook: str | list[str] 
         metric = metric or default_metric(model, clean_out, corrupted_out.detach())
         m_corr_t = metric(corrupted_out).mean()
         grads = torch.autograd.grad(m_corr_t, [leaves[n] for n in names], allow_unused=True)
-    m_clean, m_corr = float(metric(clean_out).mean()), float(m_corr_t)
+    m_clean, m_corr = float(metric(clean_out).mean()), float(m_corr_t.detach())
     denom = m_clean - m_corr if abs(m_clean - m_corr) > 1e-12 else 1.0
     rows, labels = [], None
     for name, g in zip(names, grads):
