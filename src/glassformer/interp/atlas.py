@@ -49,38 +49,25 @@ EQUATIONS = {
 }
 
 
-def _norm_equation(m: nn.Module) -> tuple[str, str]:
-    if isinstance(m, LayerNorm):
-        return "gamma·(x − μ)/√(σ² + eps) + beta", "§5.2"
-    if isinstance(m, RMSNorm):
-        return "gamma·x/√(mean(x²) + eps)", "§5.2"
-    if isinstance(m, BatchNorm):
-        return "gamma·(x − μ_batch)/√(σ²_batch + eps) + beta", "§5.3"
-    return "x (no norm)", "§5"
-
-
-def _pos_equation(m: nn.Module) -> tuple[str, str]:
-    if isinstance(m, SinusoidalPE):
-        return "PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(…)", "§3.2"
-    if isinstance(m, LearnedPE):
-        return "P[pos] (a learned table)", "§3.5"
-    if isinstance(m, RelativePositionBias):
-        return "b_h[bucket(j − i)] added to the scores", "§3.5"
-    if isinstance(m, ALiBi):
-        return "−m_h·|i − j| added to the scores", "§3.5"
-    return "", "§3"
+# module class -> (equation, seed section) for norms and position encodings, whose hook is the module itself
+BY_CLASS = {
+    LayerNorm: ("gamma·(x − μ)/√(σ² + eps) + beta", "§5.2"), RMSNorm: ("gamma·x/√(mean(x²) + eps)", "§5.2"),
+    BatchNorm: ("gamma·(x − μ_batch)/√(σ²_batch + eps) + beta", "§5.3"), NoNorm: ("x (no norm)", "§5"),
+    SinusoidalPE: ("PE(pos, 2i) = sin(pos/10000^(2i/d)), PE(pos, 2i+1) = cos(…)", "§3.2"),
+    LearnedPE: ("P[pos] (a learned table)", "§3.5"),
+    RelativePositionBias: ("b_h[bucket(j − i)] added to the scores", "§3.5"),
+    ALiBi: ("−m_h·|i − j| added to the scores", "§3.5"),
+}
 
 
 def equation(model: nn.Module, name: str) -> tuple[str, str]:
     """(equation, seed section) of one hook name of `model`."""
     m = model.get_submodule(name)
     leaf = name.rsplit(".", 1)[-1]
-    if isinstance(m, (LayerNorm, RMSNorm, BatchNorm, NoNorm)):
-        return _norm_equation(m)
+    if type(m) in BY_CLASS:
+        return BY_CLASS[type(m)]
     if leaf.endswith("embed"):
         return "E = W_E[ids] (× √d_model when scaled)", "§7.2"
-    if leaf.endswith("pos"):
-        return _pos_equation(m)
     if leaf.endswith("x0"):
         return EQUATIONS["x0"]
     if leaf == "out":
