@@ -153,3 +153,19 @@ def test_hooks_page_is_current(monkeypatch, capsys, tmp_path):
 def test_mistakes_are_one_line(monkeypatch, capsys, argv, needle):
     code, _, err = run_cli(monkeypatch, capsys, *argv)
     assert code == 2 and err.count("\n") == 1 and needle in err, err
+
+
+def test_decompose_reports_its_error_and_the_attribution_sums_to_the_logit(monkeypatch, capsys, tmp_path, translator):
+    path, model, src, tgt = translator
+    code, out, err = run_cli(monkeypatch, capsys, "decompose", "--model", str(path), "猫 追 狗", "--position", "1",
+                             "--token", "cat", "--minus", "dog", "--json", str(tmp_path / "d.json"))
+    assert code == 0, err
+    assert "linearised: max |Σ parts − stream|" in out and "σ" in out  # Post-LN: says why, prints the error
+    data = json.loads((tmp_path / "d.json").read_text())
+    ids = torch.tensor([src.encode("猫 追 狗")])
+    target = own_translation(model, ids)
+    with torch.no_grad():
+        logits = model(ids, target[None, :-1])[0, 1]
+    cat, dog = tgt.token_to_id("cat"), tgt.token_to_id("dog")
+    assert sum(data["attribution"]["parts"].values()) == pytest.approx(float(logits[cat] - logits[dog]), abs=1e-4)
+    assert data["error"] <= 1e-5

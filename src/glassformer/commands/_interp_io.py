@@ -46,6 +46,9 @@ def load(spec: str) -> Specimen:
         model, tok = pretrained.load("minilm")
         return Specimen("minilm", model.eval(), tok.encode, _namer(tok.id_to_token), _namer(tok.id_to_token))
     path = Path(spec)
+    if path.is_dir() and not (path / "config.json").is_file() and any((path / d).is_dir() for d in ("best", "checkpoint")):
+        from ..train.checkpoint import resolve
+        path = resolve(path)  # a run folder: its best (or last) checkpoint
     cfg_file = path / "config.json"
     if not path.is_dir() or not cfg_file.is_file():
         raise InputError(f"--model {spec!r} is neither 'minilm' nor a folder with config.json; give minilm, "
