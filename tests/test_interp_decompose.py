@@ -119,3 +119,22 @@ def test_mistakes_are_one_line_errors():
         decompose(gpt, ids()).logit_attribution(999)
     with pytest.raises(InputError, match="model.eval"):
         decompose(gpt.train(), ids())
+
+
+@pytest.mark.parametrize("family", ["t5", "bart"])
+def test_t5_and_bart_attribution_sums_to_hf_logit_difference(family):
+    """T5: relative bias, RMSNorm, Pre-LN, tied head scaled by d_model^-0.5; BART: Post-LN with embedding norm."""
+    if family == "t5":
+        from test_interop_t5 import CASES as T5, make
+        hf, vocab = make(*T5["relu_3heads_dkv6"]).eval(), 30
+    else:
+        from test_interop_bart import CASES as BART, make
+        hf, vocab = make(*BART["3heads_dk5_scaled"]).eval(), 30
+    model = from_hf(hf)
+    src, tgt = ids(vocab, (2, 6)), ids(vocab, (2, 4), seed=4)
+    d = decompose(model, src, tgt)
+    assert d.error <= EXACT and d.exact == (family == "t5")
+    dla = d.logit_attribution(3, minus=5)
+    with torch.no_grad():
+        logits = hf(input_ids=src, decoder_input_ids=tgt).logits
+    assert max_abs(torch.stack(list(dla.parts.values())).sum(0), logits[..., 3] - logits[..., 5]) <= 1e-4
