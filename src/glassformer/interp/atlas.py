@@ -2,7 +2,7 @@
 
 Built from the code, never typed by hand: a tiny model of each architecture is traced and every
 dimension is named by its size (batch=2, seq=3, head=4, tgt_seq=5, d_k=6, d_model=24, d_ff=40,
-vocab=50 are all different, so each size names one axis). `glassformer hooks --arch ...` prints it;
+vocab=50 are all different, so each size names one axis; a real model's axes are named from its config). `glassformer hooks --arch ...` prints it;
 `glassformer hooks --markdown docs/hooks.md` writes the page, and a test checks the page is current.
 """
 
@@ -30,7 +30,6 @@ PRESETS: dict[str, dict] = {  # name -> ModelConfig fields: the families glassfo
     "t5": dict(arch="encoder-decoder", pe="relative", norm="rmsnorm", norm_position="pre", scale_scores=False,
                attn_bias=False, ffn_bias=False, rel_buckets=8, rel_max_distance=16),
 }
-SIZES = {2: "batch", 3: "seq", 4: "head", 5: "tgt_seq", 6: "d_k", 24: "d_model", 40: "d_ff", 50: "vocab", 1: "1"}
 
 # leaf of a hook name -> (equation, seed 000 section)
 EQUATIONS = {
@@ -80,8 +79,21 @@ def equation(model: nn.Module, name: str) -> tuple[str, str]:
     return EQUATIONS.get(leaf, ("", ""))
 
 
-def _symbolic(shape, translator: bool, name: str) -> str:
-    sizes = {**SIZES, **({3: "src_seq", 5: "tgt_seq"} if translator else {5: "5"})}
+def _sizes(cfg) -> dict[int, str]:
+    """Axis names by size: the presets' distinct sizes, or a real model's own (a size shared by two
+    axes, or equal to a traced length, keeps its number)."""
+    named = [(1, "1"), (2, "batch"), (3, "seq"), (5, "tgt_seq")]
+    for size, sym in ((cfg.n_heads, "head"), (cfg.head_dim, "d_k"), (cfg.d_model, "d_model"), (cfg.d_ff, "d_ff"),
+                      (cfg.vocab_size, "vocab"), (cfg.out_vocab_size, "vocab")):
+        named.append((size, sym))
+    out: dict[int, str] = {}
+    for size, sym in named:
+        out[size] = sym if out.get(size, sym) == sym else str(size)
+    return out
+
+
+def _symbolic(shape, translator: bool, name: str, sizes: dict[int, str]) -> str:
+    sizes = {**sizes, **({3: "src_seq", 5: "tgt_seq"} if translator else {5: "5"})}
     out = [sizes.get(s, str(s)) for s in shape]
     # attention maps: name the query and key axes
     if len(out) == 4 and out[1] == "head" and not name.endswith((".q", ".k", ".v", "_rot", ".z")):
@@ -104,11 +116,11 @@ def atlas(arch: str | None = None, model: nn.Module | None = None) -> list[dict]
         args = (torch.randint(0, V, (2, 3)),)
     with torch.no_grad():
         _, tr = run_with_trace(model, *args)
-    translator = cfg.arch == "encoder-decoder"
+    translator, sizes = cfg.arch == "encoder-decoder", _sizes(cfg)
     rows = []
     for name, t in tr.items():
         eq, sec = equation(model, name)
-        rows.append({"name": name, "shape": _symbolic(tuple(t.shape), translator, name), "equation": eq, "section": sec})
+        rows.append({"name": name, "shape": _symbolic(tuple(t.shape), translator, name, sizes), "equation": eq, "section": sec})
     return rows
 
 

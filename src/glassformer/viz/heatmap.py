@@ -24,8 +24,8 @@ def plot_heatmap(values: np.ndarray, rows: list[str], cols: list[str], path: str
     col_names, row_names = labels(list(cols)), labels(list(rows))
     fig, ax = plt.subplots(figsize=(max(4.0, 0.6 * len(cols) + 2.5), max(2.5, 0.45 * len(rows) + 1.5)),
                            constrained_layout=True)
+    lim = float(np.nanmax(np.abs(values))) or 1.0
     if signed:
-        lim = float(np.nanmax(np.abs(values))) or 1.0
         image = ax.imshow(values, cmap="RdBu_r", vmin=-lim, vmax=lim, aspect="auto")
     else:
         image = ax.imshow(values, cmap="viridis", aspect="auto")
@@ -35,7 +35,9 @@ def plot_heatmap(values: np.ndarray, rows: list[str], cols: list[str], path: str
     if annotate if annotate is not None else values.size <= 120:
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
-                ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=7)
+                strong = abs(values[i, j]) > 0.6 * lim  # white on the dark ends of the scale
+                ax.text(j, i, f"{values[i, j]:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if strong and signed else "black")
     fig.colorbar(image, ax=ax, label=colorbar)
     fig.savefig(path, dpi=110)
     plt.close(fig)
