@@ -49,6 +49,8 @@ def test_whole_clean_activation_restores_clean_logits_exactly():
     out, tr = run_with_trace(mt, src, tgt)
     got = run_patched(mt, (bad, tgt), {"enc.0.out": ((...,), tr["enc.0.out"])})
     assert torch.equal(got, out)
+    # by default a translator is patched along its decoder stream, one row per decoder layer
+    assert patch(mt, (src, tgt), (bad, tgt)).hooks == ["dec.0.out"]
 
 
 def test_position_patching_of_the_stream_localises_the_change():

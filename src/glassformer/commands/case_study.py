@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
         run: Path = typer.Option(Path("runs/case-study"), help="where to train when --ckpt is not given"),
         out: Path = typer.Option(Path("docs/case-study.md"), help="the report"),
         figures: Path = typer.Option(Path("docs/figures/case-study"), help="folder for its figures"),
+        json_path: Optional[Path] = typer.Option(None, "--json", help="also write the headline numbers here"),
     ) -> None:
         """How the zh-en translator turns 猫 into "cat" and keeps 狗 追 猫 apart from 猫 追 狗, by patching."""
         from ..interp.case_study_report import write
@@ -45,3 +46,7 @@ def register(app: typer.Typer) -> None:
                    f"{result['roles_all_encoder_attention']:.2f}; "
                    f"last-layer cross heads {', '.join(f'{v:.2f}' for v in result['roles_cross_mean'][-1])}")
         typer.echo(f"wrote {out} and figures in {figures}")
+        if json_path is not None:
+            from ._interp_io import write_json
+            write_json(json_path, result)
+            typer.echo(f"wrote {json_path}")

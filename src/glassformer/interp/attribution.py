@@ -16,16 +16,17 @@ from torch import nn
 from ..errors import InputError
 from ..trace import hooks, run_with_trace
 from .patch import PER, Metric, PatchResult, _check_pair, as_inputs, default_metric, matching_hooks, slices
+from .sites import stream_of
 
 
-def attribution_patch(model: nn.Module, clean, corrupted, hook: str | list[str] = "*.*.out",
+def attribution_patch(model: nn.Module, clean, corrupted, hook: str | list[str] | None = None,
                       per: str = "position", metric: Metric | None = None, **kwargs) -> PatchResult:
     """The gradient estimate of `patch(...)`'s effects, same hooks, labels and normalisation."""
     if per not in PER:
         raise InputError(f"per={per!r} is not one of {', '.join(PER)}")
     clean, corrupted = as_inputs(clean), as_inputs(corrupted)
     _check_pair(clean, corrupted)
-    names = matching_hooks(model, hook)
+    names = matching_hooks(model, hook or f"{stream_of(model).stack}.*.out")
     with torch.no_grad():
         clean_out, clean_acts = run_with_trace(model, *clean, names=names, **kwargs)
     leaves: dict[str, torch.Tensor] = {}

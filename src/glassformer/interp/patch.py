@@ -25,7 +25,7 @@ from torch import nn
 
 from ..errors import InputError
 from ..trace import hook_points, hooks, run_with_trace, _matches
-from .sites import kv_groups
+from .sites import kv_groups, stream_of
 
 PER = ("position", "head", "all")
 PER_HEAD = ("q", "k", "v", "q_rot", "k_rot", "scores", "scaled", "pattern", "z")
@@ -128,16 +128,18 @@ def _check_pair(clean: tuple, corrupted: tuple) -> None:
 
 
 @torch.no_grad()
-def patch(model: nn.Module, clean, corrupted, hook: str | list[str] = "*.*.out", per: str = "position",
+def patch(model: nn.Module, clean, corrupted, hook: str | list[str] | None = None, per: str = "position",
           metric: Metric | None = None, **kwargs) -> PatchResult:
-    """Patching effects of every matching hook × position (or head, or whole activation)."""
+    """Patching effects of every matching hook × position (or head, or whole activation).
+
+    hook: glob(s) over hook names; default every layer output of the stream (`dec.*.out`, `enc.*.out`)."""
     if per not in PER:
         raise InputError(f"per={per!r} is not one of {', '.join(PER)}")
     if model.training:
         raise InputError("patch needs model.eval(): dropout would make every run different")
     clean, corrupted = as_inputs(clean), as_inputs(corrupted)
     _check_pair(clean, corrupted)
-    names = matching_hooks(model, hook)
+    names = matching_hooks(model, hook or f"{stream_of(model).stack}.*.out")
     clean_out, acts = run_with_trace(model, *clean, names=names, **kwargs)
     corrupted_out, _ = run_with_trace(model, *corrupted, names=["logits"], **kwargs)  # same (math) path as the patched runs
     metric = metric or default_metric(model, clean_out, corrupted_out)
