@@ -250,15 +250,6 @@ def test_ten_seed_run_reaches_a_verdict_that_the_raw_values_reproduce(tmp_path):
     assert (v["ci_low"], v["ci_high"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=0.03)
 
 
-def test_quick_pe_extrapolation_reports_the_learned_table_refusal(tmp_path):
-    from glassformer.experiments import run_one
-    row = run_one("pe-extrapolation", True, [0], tmp_path)
-    by_name = {v["name"]: v for v in row["variants"]}
-    assert by_name["learned @ 16"]["values"] == [None] and by_name["learned runs @ 16"]["values"] == [0.0]
-    assert by_name["sinusoidal runs @ 16"]["values"] == [1.0]
-    assert "past the learned position table" in row["notes"]
-
-
 # ---- a user's mistakes stop with one line ----
 @pytest.mark.parametrize("args, needle", [
     (["ablate", "nope", "--out", "x"], "unknown experiment 'nope'"),

@@ -6,7 +6,9 @@ An experiment module defines `ID`, `CLAIM` (the seed's words, translated), `SECT
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -97,6 +99,33 @@ def run_tagging(cfg: ModelConfig, task: TaggingTask, spec: TrainSpec, seed: int,
         metrics[name] = evaluate_tagging(model, batches) if not result.diverged else \
             {"accuracy": task.chance, "exact": 0.0, "loss": float("inf")}
     return TaggingRun(result, metrics, model, sum(p.numel() for p in model.parameters()))
+
+
+LR_GRID = (3e-4, 1e-3, 3e-3)  # the per-arm sweep of the fair-arms protocol (docs/claims.md)
+SWEEP_SEED = 1000  # never one of the evaluation seeds (0, 1, …)
+
+
+def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, spec: TrainSpec,
+            make_model: Callable[[], torch.nn.Module] | None = None) -> float:
+    """The peak learning rate of LR_GRID with the lowest final training loss for one arm.
+
+    One run per rate on SWEEP_SEED, so that each arm is compared at its own best rate rather than
+    at a rate tuned for another arm; --quick keeps `spec.lr` (the sweep would triple its time)."""
+    if ctx.quick:
+        return spec.lr
+
+    def sweep() -> dict:
+        finals = {}
+        for lr in LR_GRID:
+            run = run_tagging(cfg, task, dataclasses.replace(spec, lr=lr), SWEEP_SEED,
+                              model=make_model() if make_model else None)
+            loss = run.result.final_loss()
+            finals[str(lr)] = loss if math.isfinite(loss) else 1e30  # JSON has no inf
+        return finals
+    finals = ctx.memo(f"lr-sweep.{key}", sweep)
+    best = min(finals, key=finals.get)
+    ctx.log(f"{key}: lr sweep {finals} -> {best}")
+    return float(best)
 
 
 def _first_layer(model: torch.nn.Module) -> torch.nn.Module | None:
