@@ -9,6 +9,7 @@ import math
 import statistics
 import sys
 
+import numpy as np
 import pytest
 import torch
 from typer.testing import CliRunner
@@ -18,36 +19,46 @@ from glassformer.config import ModelConfig
 from glassformer.experiments import EXPERIMENTS
 from glassformer.experiments.runner import lr_at
 from glassformer.experiments.synthetic import TaggingTask
-from glassformer.experiments.verdict import FAILS, HOLDS, UNSURE, Check, Variant, combine, decide, mean_std
+from glassformer.experiments.paper_norm import _torch_layer
+from glassformer.experiments.stats import steps_to, wilson
+from glassformer.experiments.verdict import FAILS, HOLDS, UNSURE, UNTESTED, VERDICTS, combine, decide, mean_std
 from glassformer.nn import build_model
 
 
 # ---- the verdict rule on hand-made numbers ----
-def test_decide_holds_when_the_gap_exceeds_both_spreads():
-    verdict, d, s = decide([1.0, 1.1, 0.9], [0.5, 0.6, 0.4], True, 0.1)
-    assert verdict == HOLDS
-    assert d == pytest.approx(0.5) and s == pytest.approx(0.1)
+def test_decide_holds_when_the_interval_excludes_zero_and_the_gap_reaches_delta():
+    a, b = [1.0, 1.1, 0.9, 1.05, 0.95], [0.5, 0.6, 0.4, 0.55, 0.45]
+    verdict, d, lo, hi = decide(a, b, True, 0.1)
+    assert verdict == HOLDS and d == pytest.approx(0.5) and 0 < lo <= d <= hi
 
 
 def test_decide_direction_lower_is_better():
-    assert decide([0.5, 0.6, 0.4], [1.0, 1.1, 0.9], False, 0.1)[0] == HOLDS
-    assert decide([1.0, 1.1, 0.9], [0.5, 0.6, 0.4], False, 0.1)[0] == FAILS  # the opposite measured
+    a, b = [0.5, 0.6, 0.4, 0.55, 0.45], [1.0, 1.1, 0.9, 1.05, 0.95]
+    assert decide(a, b, False, 0.1)[0] == HOLDS
+    assert decide(b, a, False, 0.1)[0] == FAILS  # the opposite measured
 
 
 def test_decide_no_effect_of_the_claimed_size_does_not_hold():
-    verdict, d, _ = decide([0.50, 0.51, 0.49], [0.50, 0.50, 0.50], True, 0.1)
-    assert verdict == FAILS and abs(d) < 0.1
+    verdict, d, lo, hi = decide([0.50, 0.51, 0.49, 0.5, 0.5], [0.50] * 5, True, 0.1)
+    assert verdict == FAILS and hi < 0.1
 
 
 def test_decide_noisy_seeds_are_inconclusive():
-    # d = 0.1 but the seeds of A spread by 0.4: cannot tell
-    assert decide([0.1, 0.9, 0.5], [0.3, 0.4, 0.5], True, 0.05)[0] == UNSURE
+    assert decide([0.1, 0.9, 0.5, 0.0, 1.0], [0.3, 0.4, 0.5, 0.3, 0.4], True, 0.05)[0] == UNSURE
 
 
-def test_decide_needs_three_finite_values_a_side():
-    assert decide([1.0, 1.0], [0.0, 0.0], True, 0.1)[0] == UNSURE
-    assert decide([1.0, 1.0, None], [0.0, 0.0, 0.0], True, 0.1)[0] == UNSURE
-    assert decide([1.0, 1.0, math.nan], [0.0, 0.0, 0.0], True, 0.1)[0] == UNSURE
+def test_decide_needs_five_finite_values_a_side():
+    assert decide([1.0] * 4, [0.0] * 4, True, 0.1)[0] == UNSURE
+    assert decide([1.0] * 4 + [None], [0.0] * 5, True, 0.1)[0] == UNSURE
+    assert decide([1.0] * 4 + [math.nan], [0.0] * 5, True, 0.1)[0] == UNSURE
+
+
+def test_decide_a_ceiling_or_floor_is_not_tested():
+    # both arms at accuracy ≥ 0.98: the task cannot show the claimed gain
+    assert decide([1.0] * 5, [0.99] * 5, True, 0.1, ceiling=0.98)[0] == UNTESTED
+    # both arms at chance loss: neither learned anything
+    assert decide([4.2] * 5, [4.2] * 5, False, 0.1, floor=4.1)[0] == UNTESTED
+    assert decide([1.0] * 5, [4.2] * 5, False, 0.1, floor=4.1)[0] == HOLDS
 
 
 def test_mean_std_is_the_sample_standard_deviation():
@@ -58,19 +69,29 @@ def test_mean_std_is_the_sample_standard_deviation():
 
 
 def test_combine_uses_main_checks_only():
-    h, f, u = ({"verdict": v, "main": True} for v in (HOLDS, FAILS, UNSURE))
+    h, f, u, n = ({"verdict": v, "main": True} for v in (HOLDS, FAILS, UNSURE, UNTESTED))
     side_fail = {"verdict": FAILS, "main": False}
     assert combine([h, h, side_fail]) == HOLDS
     assert combine([h, f]) == FAILS
     assert combine([h, u]) == UNSURE
     assert combine([f, u]) == FAILS
+    assert combine([n, n, side_fail]) == UNTESTED
+    assert combine([h, n]) == UNSURE
     assert combine([side_fail]) == UNSURE
 
 
-def test_check_evaluates_named_variants():
-    vs = {v.name: v for v in (Variant("a", "acc", [0.9, 0.95, 0.92]), Variant("b", "acc", [0.5, 0.52, 0.49]))}
-    r = Check("a beats b", "a", "b", True, 0.05).evaluate(vs)
-    assert r["verdict"] == HOLDS and r["difference"] == pytest.approx(statistics.mean([0.9, 0.95, 0.92]) - statistics.mean([0.5, 0.52, 0.49]))
+def test_wilson_interval_is_scipys():
+    from scipy.stats import binomtest
+    for k, n in ((0, 10), (3, 10), (10, 10), (7, 12), (1, 5)):
+        want = binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+        assert wilson(k, n) == pytest.approx((want.low, want.high), abs=1e-9)
+
+
+def test_steps_to_threshold_counts_censored_runs_past_the_budget():
+    losses = [5.0] * 30 + [0.1] * 30
+    assert steps_to(losses, 1.0, budget=60, smooth=5) == 35  # steps 31–35 all 0.1: first mean ≤ 1
+    assert steps_to([5.0] * 60, 1.0, budget=60) == 61
+    assert steps_to([5.0, math.nan], 1.0, budget=60) == 61  # diverged
 
 
 # ---- the lean trainer's pieces against independent formulas ----
@@ -106,33 +127,11 @@ def test_synthetic_targets_follow_their_rule(rule):
 
 
 # ---- seed §3.1: without PE the encoder is permutation-equivariant ----
-def _torch_encoder_layer(layer, d_model: int, n_heads: int) -> torch.nn.TransformerEncoderLayer:
-    """torch's own post-norm encoder layer carrying glassformer's weights (layout (in, out) → (out, in))."""
-    ref = torch.nn.TransformerEncoderLayer(d_model, n_heads, dim_feedforward=layer.ffn.W_1.shape[1],
-                                           dropout=0.0, batch_first=True, norm_first=False)
-    a = layer.attn
-    with torch.no_grad():
-        w = [getattr(a, f"W_{n}").permute(1, 0, 2).reshape(d_model, -1).T for n in "QKV"]
-        b = [getattr(a, f"b_{n}").reshape(-1) for n in "QKV"]
-        ref.self_attn.in_proj_weight.copy_(torch.cat(w, 0))
-        ref.self_attn.in_proj_bias.copy_(torch.cat(b, 0))
-        ref.self_attn.out_proj.weight.copy_(a.W_O.T)
-        ref.self_attn.out_proj.bias.copy_(a.b_O)
-        ref.linear1.weight.copy_(layer.ffn.W_1.T)
-        ref.linear1.bias.copy_(layer.ffn.b_1)
-        ref.linear2.weight.copy_(layer.ffn.W_2.T)
-        ref.linear2.bias.copy_(layer.ffn.b_2)
-        for ours, theirs in ((layer.norm1, ref.norm1), (layer.norm2, ref.norm2)):
-            theirs.weight.copy_(ours.gamma)
-            theirs.bias.copy_(ours.beta)
-    return ref.eval()
-
-
 def test_no_pe_encoder_is_permutation_equivariant_like_torch():
     torch.manual_seed(0)
     cfg = ModelConfig(arch="encoder", vocab_size=10, d_model=16, n_heads=4, n_layers=2, d_ff=32, pe="none")
     model = build_model(cfg).eval()
-    refs = [_torch_encoder_layer(layer, 16, 4) for layer in model.enc]
+    refs = [_torch_layer(layer, 16, 4, norm_first=False) for layer in model.enc]
     cat_chases_dog = torch.tensor([[4, 5, 6]])  # 猫 追 狗
     dog_chases_cat = torch.tensor([[6, 5, 4]])  # 狗 追 猫: rows 0 and 2 swapped
     perm = torch.tensor([2, 1, 0])
@@ -169,6 +168,7 @@ def test_no_pe_translator_gives_a_sentence_and_its_reversal_the_same_output():
 
 # ---- every experiment under --quick, through the CLI ----
 EXPECTED_KEYS = {"id", "claim", "seed_section", "variants", "verdict"}
+VARIANT_KEYS = {"name", "metric", "values", "n_seeds", "mean", "std", "ci_low", "ci_high", "interval"}
 
 
 @pytest.mark.parametrize("exp_id", list(EXPERIMENTS))
@@ -181,41 +181,73 @@ def test_quick_run_writes_a_well_formed_row(exp_id, tmp_path):
     assert json.loads((out / "results.json").read_text(encoding="utf-8")) == rows
     (row,) = rows
     assert EXPECTED_KEYS <= set(row) and row["id"] == exp_id
-    assert row["verdict"] in (HOLDS, FAILS, UNSURE)
+    assert row["verdict"] in VERDICTS
     assert row["claim"] and row["seed_section"].startswith("seed")
     names = [v["name"] for v in row["variants"]]
     assert len(names) == len(set(names)) >= 2
+    exact = all(c["kind"] == "exact" for c in row["checks"])
     for v in row["variants"]:
-        assert set(v) == {"name", "metric", "values", "mean", "std"}
-        assert len(v["values"]) == 2  # --quick defaults to 2 seeds
+        assert set(v) == VARIANT_KEYS
+        assert len(v["values"]) == (1 if exact else 2)  # --quick: 2 seeds; an exact check needs one
         finite = [x for x in v["values"] if x is not None]
+        assert v["n_seeds"] == len(finite)
         if finite:
             assert v["mean"] == pytest.approx(statistics.mean(finite))
-            assert v["std"] == pytest.approx(statistics.stdev(finite) if len(finite) > 1 else 0.0)
+            assert v["ci_low"] <= v["mean"] + 1e-12 and v["mean"] <= v["ci_high"] + 1e-12
         else:
             assert v["mean"] is None
     # the verdict follows from the numbers: recompute it from the row's own values
     by_name = {v["name"]: v["values"] for v in row["variants"]}
     recomputed = []
     for c in row["checks"]:
-        verdict = decide(by_name[c["better"]], by_name[c["worse"]], c["higher_is_better"], c["min_effect"])[0]
+        if c["kind"] == "exact":
+            value = by_name[c["better"]][0]
+            ok = value <= c["threshold"] if c["relation"] == "<=" else value >= c["threshold"]
+            verdict = HOLDS if ok else FAILS
+        else:
+            verdict = decide(by_name[c["better"]], by_name[c["worse"]], c["higher_is_better"], c["min_effect"],
+                             c["ceiling"], c["floor"])[0]
         assert verdict == c["verdict"]
         recomputed.append({"verdict": verdict, "main": c["main"]})
     assert combine(recomputed) == row["verdict"]
-    assert row["verdict"] == UNSURE  # 2 seeds: too few for a verdict, by the rule
+    if not exact:
+        assert row["verdict"] in (UNSURE, UNTESTED)  # 2 seeds: too few for holds / does not hold
     report = (out / "REPORT.md").read_text(encoding="utf-8")
     assert f"## `{exp_id}`" in report and "Verdict rule" in report
     for file, _ in row["plots"]:
         assert (out / "claims" / file).stat().st_size > 1000
+    # a second run finds the finished row in the cache instead of training again
+    again = CliRunner().invoke(app, ["ablate", exp_id, "--quick", "--out", str(out), "--json", str(rows_path)])
+    assert again.exit_code == 0 and "cached:" in again.output
+    assert json.loads(rows_path.read_text(encoding="utf-8")) == rows
 
 
-def test_quick_pe_extrapolation_reports_the_learned_table_refusal(tmp_path):
+def _bootstrap_ci(a, b, rng, n=4000):
+    """An independent percentile bootstrap of mean(a) − mean(b), written here."""
+    a, b = np.asarray(a), np.asarray(b)
+    diffs = [rng.choice(a, a.size).mean() - rng.choice(b, b.size).mean() for _ in range(n)]
+    return np.quantile(diffs, [0.025, 0.975])
+
+
+def test_ten_seed_run_reaches_a_verdict_that_the_raw_values_reproduce(tmp_path):
+    """ln-gradients (Xiong et al. 2020) with 10 seeds: a real verdict, recomputed independently."""
     from glassformer.experiments import run_one
-    row = run_one("pe-extrapolation", True, [0], tmp_path)
+    row = run_one("ln-gradients", True, list(range(10)), tmp_path)
+    (check,) = [c for c in row["checks"] if c["main"]]
     by_name = {v["name"]: v for v in row["variants"]}
-    assert by_name["learned @ 16"]["values"] == [None] and by_name["learned runs @ 16"]["values"] == [0.0]
-    assert by_name["sinusoidal runs @ 16"]["values"] == [1.0]
-    assert "past the learned position table" in row["notes"]
+    post, pre = by_name[check["better"]]["values"], by_name[check["worse"]]["values"]
+    assert len(post) == len(pre) == 10
+    d = statistics.mean(post) - statistics.mean(pre)
+    lo, hi = _bootstrap_ci(post, pre, np.random.default_rng(12345))
+    assert check["difference"] == pytest.approx(d)
+    assert (check["ci_low"], check["ci_high"]) == pytest.approx((lo, hi), abs=0.03)
+    want = HOLDS if lo > 0 and d >= check["min_effect"] else FAILS if hi < check["min_effect"] else UNSURE
+    assert want != UNSURE and row["verdict"] == check["verdict"] == want
+    # the per-arm interval is a bootstrap of the mean (the values are not 0/1 rates)
+    v = by_name[check["better"]]
+    rng = np.random.default_rng(7)
+    means = [rng.choice(post, 10).mean() for _ in range(4000)]
+    assert (v["ci_low"], v["ci_high"]) == pytest.approx(tuple(np.quantile(means, [0.025, 0.975])), abs=0.03)
 
 
 # ---- a user's mistakes stop with one line ----

@@ -6,6 +6,10 @@ An experiment module defines `ID`, `CLAIM` (the seed's words, translated), `SECT
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -25,10 +29,30 @@ class Context:
     seeds: list[int]
     out_dir: Path  # plots go here
     log: Callable[[str], None] = print
+    memo_dir: Path | None = None  # finished single runs, kept so that a long run can resume
 
     def pick(self, quick, full):
         """The quick (CI) setting or the full one."""
         return quick if self.quick else full
+
+    def memo(self, key: str, compute: Callable[[], dict]) -> dict:
+        """`compute()` (a JSON-able dict of one run's numbers), or its cached result under `key`."""
+        if self.memo_dir is None:
+            return compute()
+        path = self.memo_dir / f"{'quick' if self.quick else 'full'}.{key}.json"
+        if path.exists():
+            return json.loads(path.read_text(encoding="utf-8"))
+        value = compute()
+        atomic_write(path, json.dumps(value))
+        return value
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write to a temporary file, then rename: an interrupted run never leaves half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
 
 
 @dataclass
@@ -43,8 +67,11 @@ class Outcome:
 
 def tiny_config(vocab_size: int, **changes) -> ModelConfig:
     """A small causal model (decoder-only) used unless an experiment changes a field."""
+    # embed_scale: token vectors × sqrt(d_model) as in the paper (§3.4 of Vaswani et al.); without
+    # it a token vector of norm ≈ 1 sits beside a sinusoid of norm ≈ sqrt(d_model / 2) and every
+    # comparison that touches position or normalisation is biased.
     base = dict(arch="decoder", vocab_size=vocab_size, d_model=64, n_heads=4, n_layers=2, d_ff=256,
-                pad_id=PAD, tie_embeddings=False, dropout=0.0)
+                pad_id=PAD, tie_embeddings=False, dropout=0.0, embed_scale=True)
     base.update(changes)
     return ModelConfig(**base)
 
@@ -72,6 +99,33 @@ def run_tagging(cfg: ModelConfig, task: TaggingTask, spec: TrainSpec, seed: int,
         metrics[name] = evaluate_tagging(model, batches) if not result.diverged else \
             {"accuracy": task.chance, "exact": 0.0, "loss": float("inf")}
     return TaggingRun(result, metrics, model, sum(p.numel() for p in model.parameters()))
+
+
+LR_GRID = (3e-4, 1e-3, 3e-3)  # the per-arm sweep of the fair-arms protocol (docs/claims.md)
+SWEEP_SEED = 1000  # never one of the evaluation seeds (0, 1, …)
+
+
+def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, spec: TrainSpec,
+            make_model: Callable[[], torch.nn.Module] | None = None) -> float:
+    """The peak learning rate of LR_GRID with the lowest final training loss for one arm.
+
+    One run per rate on SWEEP_SEED, so that each arm is compared at its own best rate rather than
+    at a rate tuned for another arm; --quick keeps `spec.lr` (the sweep would triple its time)."""
+    if ctx.quick:
+        return spec.lr
+
+    def sweep() -> dict:
+        finals = {}
+        for lr in LR_GRID:
+            run = run_tagging(cfg, task, dataclasses.replace(spec, lr=lr), SWEEP_SEED,
+                              model=make_model() if make_model else None)
+            loss = run.result.final_loss()
+            finals[str(lr)] = loss if math.isfinite(loss) else 1e30  # JSON has no inf
+        return finals
+    finals = ctx.memo(f"lr-sweep.{key}", sweep)
+    best = min(finals, key=finals.get)
+    ctx.log(f"{key}: lr sweep {finals} -> {best}")
+    return float(best)
 
 
 def _first_layer(model: torch.nn.Module) -> torch.nn.Module | None:

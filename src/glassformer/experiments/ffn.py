@@ -11,7 +11,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .base import Context, Outcome, run_tagging, tiny_config
+from dataclasses import replace
+
+from .base import Context, Outcome, best_lr, run_tagging, tiny_config
 from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec, set_seed
 from .synthetic import TaggingTask
@@ -24,6 +26,7 @@ CLAIM = ("The FFN (two linear layers around an activation) brings the non-linear
          "gradient flow, and modern implementations moved from ReLU to GELU.")
 
 D_MODEL = 64
+SEEDS = 10
 
 
 class NoFFN(nn.Module):
@@ -48,13 +51,14 @@ def run(ctx: Context) -> Outcome:
     evals = {"test": task.batches(ctx.pick(1, 4), 64, seed=999)}
     plan = [("no FFN", 1, "relu", False)] + [(f"d_ff={m}× relu", m, "relu", True) for m in (1, 2, 4, 8)] \
         + [("d_ff=4× gelu", 4, "gelu", True)]
-    variants, curves = [], {}
+    variants, curves, lrs = [], {}, {}
     for name, mult, act, with_ffn in plan:
         cfg = tiny_config(task.vocab_size, n_layers=1, d_ff=mult * D_MODEL, activation=act)
+        lrs[name] = best_lr(ctx, name.replace(" ", "_"), cfg, task, spec, lambda: _model(cfg, with_ffn))
         accs, losses = [], []
         for seed in ctx.seeds:
             set_seed(seed)
-            r = run_tagging(cfg, task, spec, seed, evals, model=_model(cfg, with_ffn))
+            r = run_tagging(cfg, task, replace(spec, lr=lrs[name]), seed, evals, model=_model(cfg, with_ffn))
             accs.append(r.metrics["test"]["accuracy"])
             losses.append(r.result.losses)
         ctx.log(f"{name}: accuracy {[round(a, 3) for a in accs]} ({r.params} parameters)")
@@ -63,13 +67,15 @@ def run(ctx: Context) -> Outcome:
     step_plot(ctx.out_dir / "ffn_loss.png", curves,
               "training loss (mean over seeds, smoothed)", "FFN width and activation (1 layer)")
     checks = [
-        Check("an FFN (4×, ReLU) beats no FFN", "d_ff=4× relu", "no FFN", True, 0.1),
-        Check("d_ff = 4× beats d_ff = 1×", "d_ff=4× relu", "d_ff=1× relu", True, 0.02, main=False),
-        Check("GELU beats ReLU at d_ff = 4×", "d_ff=4× gelu", "d_ff=4× relu", True, 0.02, main=False),
+        # ceiling 1 − δ: when "no FFN" is already within δ of perfect, a gain of δ is impossible
+        Check("an FFN (4×, ReLU) beats no FFN", "d_ff=4× relu", "no FFN", True, 0.1, ceiling=0.9),
+        Check("d_ff = 4× beats d_ff = 1×", "d_ff=4× relu", "d_ff=1× relu", True, 0.02, main=False, ceiling=0.98,
+              published="Table 3 (C), d_model 512: d_ff 1024 25.4 BLEU, 2048 25.8, 4096 26.2"),
+        Check("GELU beats ReLU at d_ff = 4×", "d_ff=4× gelu", "d_ff=4× relu", True, 0.02, main=False, ceiling=0.98),
     ]
     setup = (f"Decoder-only model, 1 layer, d_model {D_MODEL}, 4 heads, task `modsum(1, 2)` "
              f"(y_t = (x[t−1] + x[t−2]) mod 5, chance {task.chance:.2f}), {spec.steps} steps, batch "
-             f"{spec.batch_size}, peak lr {spec.lr}. One layer, so nothing after the attention "
+             f"{spec.batch_size}, peak lr per arm from a sweep over (3e-4, 1e-3, 3e-3): {lrs}. One layer, so nothing after the attention "
              "but the FFN and the output projection can combine the two gathered tokens.")
     notes = ("Attention, LayerNorm and the softmax are themselves non-linear, so 'no FFN' is not a "
              "linear model; the first check measures how much the FFN adds on top of them. "

@@ -21,6 +21,7 @@ SECTION = "seed 000 §4.4"
 CLAIM = ("The original Post-LN Transformer trains unstably: it needs careful warmup (the learning "
          "rate rising slowly from 0), otherwise gradients explode. Pre-LN trains more stably and "
          "needs no warmup.")
+SEEDS = 5
 
 SKIP = 20  # rebounds in the first steps are ordinary, not instability
 

@@ -18,6 +18,7 @@ SECTION = "seed 000 §3.4"
 CLAIM = ("Adding the positional encoding to the embedding works better than concatenating it: "
          "concatenation adds dimensions and parameters, and adding lets position and meaning "
          "fuse in one representation space.")
+SEEDS = 10
 
 
 def run(ctx: Context) -> Outcome:

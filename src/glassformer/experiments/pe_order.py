@@ -23,6 +23,7 @@ SECTION = "seed 000 §3.1"
 CLAIM = ("Self-attention is permutation-equivariant: Attention(P·X) = P·Attention(X). Without "
          "positional information 猫追狗 and 狗追猫 differ only in the order of rows, so a model "
          "that cannot perceive word order cannot handle language; position must be injected.")
+SEEDS = 5
 
 ENCODINGS = ("none", "sinusoidal")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from pathlib import Path
 import torch
 
 from ..errors import InputError
-from .base import Context
+from .base import Context, atomic_write
 from .verdict import combine
 
 # id -> module (one module per seed claim)
@@ -25,6 +26,17 @@ EXPERIMENTS = {
     "heads": "heads",
     "ffn": "ffn",
     "rnn": "rnn",
+    # issue 12: Xiong's mechanism, and exact checks of the seeds' other claims (seconds each)
+    "ln-gradients": "ln_gradients",
+    "paper-norm": "paper_norm",
+    "head-slices": "head_slices",
+    "concat-wo": "concat_wo",
+    "ffn-share": "ffn_share",
+    "arange-pe": "arange_pe",
+    "alibi-distance": "alibi_distance",
+    "pe-linear": "pe_linear",
+    # issue 12: tasks aimed at one claim each
+    "ffn-capacity": "ffn_capacity",
 }
 
 
@@ -41,11 +53,32 @@ def module(exp_id: str):
     return importlib.import_module(f"{__package__}.{EXPERIMENTS[exp_id]}")
 
 
-def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print) -> dict:
-    """Run one experiment and return its row: the issue's keys plus checks, setup, plots, notes."""
+def default_seeds(exp_id: str, quick: bool) -> int:
+    """Seeds per arm: 2 for --quick (proves the code runs), else the experiment's own `SEEDS`
+    (10 where one run costs seconds, 5 elsewhere: the protocol of docs/claims.md)."""
+    return 2 if quick else getattr(module(exp_id), "SEEDS", 5)
+
+
+def cache_path(cache_dir: Path, exp_id: str, quick: bool, n_seeds: int) -> Path:
+    return cache_dir / f"{exp_id}.{'quick' if quick else 'full'}.{n_seeds}seeds.json"
+
+
+def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print,
+            cache_dir: Path | None = None) -> dict:
+    """Run one experiment and return its row: the issue's keys plus checks, setup, plots, notes.
+
+    With `cache_dir`, a finished row is kept there and returned instead of rerunning (resumable
+    full runs), and each experiment can keep its finished single runs there too (`Context.memo`).
+    """
     mod = module(exp_id)
+    if cache_dir is not None:
+        done = cache_path(cache_dir, exp_id, quick, len(seeds))
+        if done.exists():
+            log(f"cached: {done}")
+            return json.loads(done.read_text(encoding="utf-8"))
     torch.set_num_threads(1)  # tiny models: threads cost more than they give, and runs stay comparable
-    ctx = Context(quick=quick, seeds=seeds, out_dir=out_dir, log=log)
+    ctx = Context(quick=quick, seeds=seeds, out_dir=out_dir, log=log,
+                  memo_dir=None if cache_dir is None else cache_dir / "runs" / exp_id)
     start = time.perf_counter()
     outcome = mod.run(ctx)
     variants = {v.name: v for v in outcome.variants}
@@ -55,25 +88,34 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
            "checks": checks, "setup": outcome.setup, "plots": outcome.plots, "notes": outcome.notes,
            "quick": quick, "seeds": seeds, "seconds": time.perf_counter() - start,
            "extra": outcome.extra}
-    return clean(row)
+    row = clean(row)
+    if cache_dir is not None:
+        atomic_write(cache_path(cache_dir, exp_id, quick, len(seeds)), json.dumps(row, ensure_ascii=False))
+    return row
 
 
 def _worker(args) -> dict:
-    exp_id, quick, seeds, out_dir = args
-    return run_one(exp_id, quick, seeds, out_dir, log=lambda msg: print(f"[{exp_id}] {msg}", flush=True))
+    exp_id, quick, seeds, out_dir, cache_dir = args
+    return run_one(exp_id, quick, seeds, out_dir, log=lambda msg: print(f"[{exp_id}] {msg}", flush=True),
+                   cache_dir=cache_dir)
 
 
-def run_many(ids: list[str], quick: bool, seeds: list[int], out_dir: Path, jobs: int = 1, log=print):
-    """Yield each experiment's row as it finishes; `jobs` > 1 runs experiments in parallel processes."""
+def run_many(ids: list[str], quick: bool, n_seeds: int | None, out_dir: Path, jobs: int = 1, log=print,
+             cache_dir: Path | None = None):
+    """Yield each experiment's row as it finishes; `jobs` > 1 runs experiments in parallel processes.
+
+    `n_seeds` None gives each experiment its own default (`default_seeds`)."""
+    plan = [(i, quick, list(range(n_seeds or default_seeds(i, quick))), out_dir, cache_dir) for i in ids]
     if jobs <= 1 or len(ids) <= 1:
-        for exp_id in ids:
+        for exp_id, _, seeds, _, _ in plan:
             log(f"[{exp_id}] running ({'quick' if quick else 'full'}, {len(seeds)} seeds)")
-            yield run_one(exp_id, quick, seeds, out_dir, log=lambda msg, e=exp_id: log(f"[{e}] {msg}"))
+            yield run_one(exp_id, quick, seeds, out_dir, log=lambda msg, e=exp_id: log(f"[{e}] {msg}"),
+                          cache_dir=cache_dir)
         return
     import multiprocessing as mp
     ctx = mp.get_context("spawn")  # a fresh interpreter per worker: no forked torch thread pools
     with ctx.Pool(min(jobs, len(ids))) as pool:
-        yield from pool.imap_unordered(_worker, [(i, quick, seeds, out_dir) for i in ids])
+        yield from pool.imap_unordered(_worker, plan)
 
 
 def clean(obj):

@@ -89,20 +89,48 @@ def _fmt(v) -> str:
     return str(v)
 
 
+# The verdicts of docs/claims.md before issue 12 (main at 52ccebe: 3 seeds, rule d > max(std, δ)),
+# kept so that the report can print "before" beside "after".
+BEFORE = {"commit": "52ccebe", "rule": "3 seeds, d > max(std, δ)", "verdicts": {
+    "pe-order": "holds", "scaling": "inconclusive", "residual": "holds", "norm-placement": "holds",
+    "norm-type": "does not hold", "pe-extrapolation": "holds", "pe-add-concat": "does not hold",
+    "heads": "holds", "ffn": "does not hold", "rnn": "does not hold"}}
+
+
+def _ci(lo, hi) -> str:
+    return "—" if lo is None or hi is None else f"[{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _protocol(row: dict) -> str:
+    n = len(row["seeds"])
+    if row["checks"] and all(c.get("kind") == "exact" for c in row["checks"]):
+        return "exact check (deterministic)"
+    return f"quick, {n} seeds (code check, not a verdict)" if row["quick"] else f"full, {n} seeds"
+
+
 def _row_md(row: dict) -> list[str]:
     lines = [f"## `{row['id']}` — {row['verdict']}", "",
              f"**Claim** ({row['seed_section']}): {row['claim']}", "",
+             f"**Run**: {_protocol(row)}.", "",
              f"**Setup**: {row['setup']}", "",
-             "| variant | metric | values (one per seed) | mean | std |", "|---|---|---|---|---|"]
+             "| variant | metric | values (one per seed) | n | mean | 95% CI |", "|---|---|---|---|---|---|"]
     for v in row["variants"]:
         vals = ", ".join(_fmt(x) for x in v["values"])
-        lines.append(f"| {v['name']} | {v['metric']} | {vals} | {_fmt(v['mean'])} | {_fmt(v['std'])} |")
-    lines += ["", "| check | A (claimed better) | B | d | s | δ | main | verdict |",
-              "|---|---|---|---|---|---|---|---|"]
+        if len(v["values"]) > 12:
+            vals = ", ".join(_fmt(x) for x in v["values"][:12]) + ", …"
+        ci = _ci(v.get("ci_low"), v.get("ci_high"))
+        kind = " (Wilson)" if v.get("interval") == "wilson" else ""
+        lines.append(f"| {v['name']} | {v['metric']} | {vals} | {v.get('n_seeds', '')} | {_fmt(v['mean'])} | "
+                     f"{ci}{kind} |")
+    lines += ["", "| check | A (claimed better) | B | d (or value) | 95% CI of d | δ (or threshold) | main | "
+              "published | verdict |", "|---|---|---|---|---|---|---|---|---|"]
     for c in row["checks"]:
+        bar = _fmt(c["min_effect"])
+        if c.get("kind") == "exact":
+            bar = f"{c['relation']} {_fmt(c['threshold'])}"
         lines.append(f"| {c['claim']} | {c['better']} | {c['worse']} | {_fmt(c['difference'])} | "
-                     f"{_fmt(c['spread'])} | {_fmt(c['min_effect'])} | {'yes' if c['main'] else 'side'} | "
-                     f"{c['verdict']} |")
+                     f"{_ci(c.get('ci_low'), c.get('ci_high'))} | {bar} | {'yes' if c['main'] else 'side'} | "
+                     f"{c.get('published') or '—'} | {c['verdict']} |")
     lines.append("")
     for file, caption in row.get("plots", []):
         lines += [f"![{caption}]({PLOT_DIR}/{file})", f"*{caption}*", ""]
@@ -113,21 +141,31 @@ def _row_md(row: dict) -> list[str]:
     return lines
 
 
-def write_report(rows: list[dict], out_dir: Path, header: dict) -> Path:
-    """DIR/REPORT.md (summary table, rule, one section per experiment) and DIR/results.json."""
+def write_report(rows: list[dict], out_dir: Path, header: dict, all_ids: Sequence[str] = ()) -> Path:
+    """DIR/REPORT.md (summary table, rule, one section per experiment) and DIR/results.json.
+
+    Ids in `all_ids` without a row are listed as "not rerun", with their verdict before."""
     out_dir.mkdir(parents=True, exist_ok=True)
     lines = ["# Do the seeds' claims hold? — `glassformer ablate`", "",
              f"Mode: **{header['mode']}**; seeds: {header['seeds']}; total time {header['seconds']:.0f} s "
              f"on {header['machine']}; command: `{header['command']}`.", "",
              "Each experiment trains small models from scratch with the lean trainer of "
-             "`glassformer.experiments.runner` and measures one number per seed. Nothing is "
-             "chosen by hand: the verdict follows from the numbers by the rule below.", "",
+             "`glassformer.experiments.runner` (or computes an exact quantity) and measures one number "
+             "per seed. Nothing is chosen by hand: the verdict follows from the numbers by the rule below.", "",
              "## Verdict rule", "", RULE, "",
-             "## Summary", "", "| id | claim | seed section | verdict |", "|---|---|---|---|"]
+             "## Summary", "",
+             f"*Before*: the verdict of main at {BEFORE['commit']} ({BEFORE['rule']}). *Run*: the "
+             "protocol this row was measured with in this report.", "",
+             "| id | claim | seed section | run | before | verdict |", "|---|---|---|---|---|---|"]
+    have = {row["id"] for row in rows}
     for row in rows:
         claim = row["claim"] if len(row["claim"]) < 140 else row["claim"][:137] + "..."
         lines.append(f"| [`{row['id']}`](#{row['id']}--{row['verdict'].replace(' ', '-')}) | {claim} | "
-                     f"{row['seed_section']} | **{row['verdict']}** |")
+                     f"{row['seed_section']} | {_protocol(row)} | {BEFORE['verdicts'].get(row['id'], 'new')} | "
+                     f"**{row['verdict']}** |")
+    for exp_id in all_ids:
+        if exp_id not in have:
+            lines.append(f"| `{exp_id}` | | | not rerun | {BEFORE['verdicts'].get(exp_id, 'new')} | — |")
     lines.append("")
     for row in rows:
         lines += _row_md(row)

@@ -23,6 +23,7 @@ CLAIM = ("Without residual connections deep networks cannot be trained: the grad
          "at every layer it crosses and parameters near the input receive almost none. With "
          "Output = x + F(x) the gradient has a highway with slope 1. (Seed 003: delete the "
          "residual and the loss diverges at once, exploding gradients, NaN.)")
+SEEDS = 5
 
 DEPTHS = (2, 6, 12)
 EARLY = 20  # the first steps: the gradient at (near) initialisation

@@ -22,6 +22,7 @@ SECTION = "seed 000 §1.5"
 CLAIM = ("When d_k is large the variance of the dot product explodes (Var(q·k) = d_k); large "
          "softmax inputs give a near one-hot output whose gradient is close to zero, so the model "
          "cannot learn. Dividing by sqrt(d_k) brings the variance back to 1 whatever d_k is.")
+SEEDS = 10
 
 D_KS = (16, 32, 64, 128, 256, 512, 1024)
 N_KEYS = 32

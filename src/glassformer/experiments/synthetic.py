@@ -32,6 +32,7 @@ class TaggingTask:
     max_len: int = 16
     a: int = 1
     b: int = 2
+    zipf: float = 0.0  # > 0: symbol k drawn with probability ∝ 1/(k+1)^zipf, as word frequencies are
 
     @property
     def n_classes(self) -> int:
@@ -45,7 +46,11 @@ class TaggingTask:
     def batch(self, batch_size: int, gen: torch.Generator, length: int | None = None) -> tuple:
         """(ids, targets), both (batch, seq); a fixed `length` overrides the random lengths."""
         hi = length or self.max_len
-        x = torch.randint(0, self.n_symbols, (batch_size, hi), generator=gen)
+        if self.zipf > 0:
+            weights = 1.0 / torch.arange(1, self.n_symbols + 1, dtype=torch.float64) ** self.zipf
+            x = torch.multinomial(weights, batch_size * hi, replacement=True, generator=gen).view(batch_size, hi)
+        else:
+            x = torch.randint(0, self.n_symbols, (batch_size, hi), generator=gen)
         if length is None:
             lens = torch.randint(self.min_len, self.max_len + 1, (batch_size,), generator=gen)
         else:
