@@ -51,7 +51,7 @@ def client(app):
 def test_models_listed_and_schema_documented(client):
     data = client.get("/api/models").json()
     assert [m["name"] for m in data["models"]] == ["walkthrough", "minilm", "run:tiny"]
-    assert data["default"] == "walkthrough" and data["limits"] == {"max_chars": 300, "max_tokens": 64}
+    assert data["default"] == "walkthrough" and data["limits"] == {"max_chars": 1500, "max_tokens": 256}
     schema = client.get("/openapi.json").json()
     assert "/api/trace" in schema["paths"]
     body = schema["components"]["schemas"]["TraceRequest"]
@@ -113,8 +113,8 @@ def test_translation_checkpoint(client, runs_dir):
 
 
 @pytest.mark.parametrize("body, status, message", [
-    ({"sentence": "x" * 301}, 422, "sentence is 301 characters; the limit is 300"),
-    ({"sentence": "a " * 80, "model": "minilm"}, 422, "the sentence has 82 tokens; the limit is 64"),
+    ({"sentence": "x" * 1501}, 422, "sentence is 1501 characters; the limit is 1500"),
+    ({"sentence": "a " * 280, "model": "minilm"}, 422, "the sentence has 282 tokens; the limit is 256"),
     ({"sentence": "   "}, 422, "sentence is empty"),
     ({"sentence": "hi", "model": "gpt-5"}, 404, "unknown model 'gpt-5'; choose one of: walkthrough, minilm, run:tiny"),
     ({"sentence": "hi", "model": "../runs/tiny"}, 404, "unknown model '../runs/tiny'"),
