@@ -16,6 +16,7 @@ function divergingRGB(t) { // t in [-1, 1]
   const a = Math.round(255 * (1 - Math.abs(t)));
   return t >= 0 ? [255, a, a] : [a, a, 255];
 }
+const RAMP_LUT = Array.from({ length: 256 }, (_, i) => rampRGB(i / 255)); // 256 shades: no allocation per cell
 const css = (c) => `rgb(${c[0]},${c[1]},${c[2]})`;
 const ramp = (t) => css(rampRGB(t)), diverging = (t) => css(divergingRGB(t));
 
@@ -41,7 +42,7 @@ function heatmap(parent, matrix, rows, cols, title, opts = {}) {
     hi = opts.max || Math.max(1e-9, ...matrix.map((r) => Math.max(...r.map(Math.abs))));
     lo = -hi;
   }
-  const rgb = (v) => (opts.signed ? divergingRGB(v / hi) : rampRGB((v - lo) / (hi - lo)));
+  const rgb = opts.signed ? (v) => divergingRGB(v / hi) : (v) => RAMP_LUT[Math.max(0, Math.min(255, Math.round(255 * (v - lo) / (hi - lo))))];
   const colour = (v) => css(rgb(v));
   canvas.figure = { matrix, rows, cols, title, colour }; // for the SVG export
   const px = document.createElement("canvas");

@@ -80,8 +80,10 @@ function drawModelView() {
     const r = document.createElement("div"); r.className = "model-row";
     const lab = document.createElement("span"); lab.className = "model-label"; lab.textContent = `L${l}`; r.append(lab);
     data.trace[hook].forEach((P, h) => {
-      heatmap(r, P, data.tokens, data.tokens, `L${l} H${h}`, {
-        labels: false, values: false, select: false, cell: Math.max(1, Math.floor(64 / n)),
+      const [T, labels] = pooled(P, data.tokens, 64);
+      heatmap(r, T, labels, labels, `L${l} H${h}`, {
+        labels: false, values: false, select: false, cell: Math.max(1, Math.floor(64 / labels.length)),
+        max: Math.max(1e-9, ...T.map((row) => Math.max(...row))), // each thumbnail to its own largest weight
         onclick: () => {
           zoom.innerHTML = "";
           heatmap(zoom, P, data.tokens, data.tokens, `${hook} · head ${h}`);
@@ -92,6 +94,16 @@ function drawModelView() {
     grid.append(r);
   });
   sec.append(grid, zoom);
+}
+
+// A thumbnail needs at most `size` cells a side: longer inputs are averaged in blocks of k × k
+// (256 tokens: 72 thumbnails of 64², not 72 of 256² — the model view stays within the time budget).
+function pooled(P, tokens, size) {
+  const n = tokens.length, k = Math.ceil(n / size);
+  if (k === 1) return [P, tokens];
+  const m = Math.ceil(n / k), T = Array.from({ length: m }, () => new Array(m).fill(0));
+  for (let i = 0; i < n; i++) for (let j = 0; j < n; j++) T[(i / k) | 0][(j / k) | 0] += P[i][j] / (k * k);
+  return [T, Array.from({ length: m }, (_, b) => `${tokens[b * k]}…`)];
 }
 
 // ---- neuron view ----
