@@ -69,10 +69,10 @@ def test_type_a_sentence_and_see_the_heatmaps(tmp_path):
             page.screenshot(path=str(ARTIFACTS / "explorer.png"), full_page=False)
 
             # a bad request shows the server's one-line message
-            page.fill("#sentence", "a " * 80)
+            page.fill("#sentence", "a " * 280)
             page.click("#run")
             page.wait_for_selector("#status.error")
-            assert "the limit is 64" in page.inner_text("#status")
+            assert "the limit is 256" in page.inner_text("#status")
         finally:
             browser.close()
     assert all(u.startswith(base) for u in requests), [u for u in requests if not u.startswith(base)]

@@ -14,29 +14,14 @@ import pytest
 import torch
 from fastapi.testclient import TestClient
 
+from explorer_helpers import tiny_translator
 from glassformer.server.app import MAX_BODY, create_app, running
-
-SRC = ["猫 吃 鱼", "狗 吃 肉", "猫 追 狗", "我 爱 你"]
-TGT = ["the cat eats the fish", "the dog eats meat", "the cat chases the dog", "I love you"]
 
 
 @pytest.fixture(scope="module")
 def runs_dir(tmp_path_factory) -> Path:
     """A runs/ folder holding one tiny (untrained) translation checkpoint."""
-    from glassformer.config import ModelConfig
-    from glassformer.nn import build_model
-    from glassformer.tokenize import build_tokenizer
-    from glassformer.train.checkpoint import save_checkpoint
-
-    runs = tmp_path_factory.mktemp("runs")
-    src_tok, tgt_tok = build_tokenizer("word", SRC), build_tokenizer("word", TGT)
-    cfg = ModelConfig(arch="encoder-decoder", vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
-                      share_embeddings=False, d_model=16, n_heads=2, n_layers=1, d_ff=32,
-                      pad_id=0, bos_id=1, eos_id=2)
-    torch.manual_seed(0)
-    save_checkpoint(runs / "tiny", build_model(cfg).eval(), cfg, {"src": src_tok, "tgt": tgt_tok}, None,
-                    {"task": "zh_en", "step": 0})
-    return runs
+    return tiny_translator(tmp_path_factory.mktemp("runs"))
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +37,7 @@ def client(app):
 def test_models_listed_and_schema_documented(client):
     data = client.get("/api/models").json()
     assert [m["name"] for m in data["models"]] == ["walkthrough", "minilm", "run:tiny"]
-    assert data["default"] == "walkthrough" and data["limits"] == {"max_chars": 300, "max_tokens": 64}
+    assert data["default"] == "walkthrough" and data["limits"] == {"max_chars": 1500, "max_tokens": 256}
     schema = client.get("/openapi.json").json()
     assert "/api/trace" in schema["paths"]
     body = schema["components"]["schemas"]["TraceRequest"]
@@ -114,8 +99,8 @@ def test_translation_checkpoint(client, runs_dir):
 
 
 @pytest.mark.parametrize("body, status, message", [
-    ({"sentence": "x" * 301}, 422, "sentence is 301 characters; the limit is 300"),
-    ({"sentence": "a " * 80, "model": "minilm"}, 422, "the sentence has 82 tokens; the limit is 64"),
+    ({"sentence": "x" * 1501}, 422, "sentence is 1501 characters; the limit is 1500"),
+    ({"sentence": "a " * 280, "model": "minilm"}, 422, "the sentence has 282 tokens; the limit is 256"),
     ({"sentence": "   "}, 422, "sentence is empty"),
     ({"sentence": "hi", "model": "gpt-5"}, 404, "unknown model 'gpt-5'; choose one of: walkthrough, minilm, run:tiny"),
     ({"sentence": "hi", "model": "../runs/tiny"}, 404, "unknown model '../runs/tiny'"),

@@ -21,6 +21,8 @@ import torch
 from ..errors import InputError
 
 DEFAULT_MODEL = "walkthrough"
+# attention weights one trace may return (layers × heads × n²): MiniLM at 256 tokens is 4.7 M
+MAX_CELLS = 5_000_000
 _LOCK = threading.Lock()
 
 
@@ -105,10 +107,17 @@ class ModelRegistry:
         subject = self._subject(name)
         ids, _ = subject.encode(sentence)
         self._check_length(len(ids))
+        cfg = subject.model.config
+        cells = (cfg.dec_layers if subject.kind == "decoder" else cfg.n_layers) * cfg.n_heads * len(ids) ** 2
+        if cells > MAX_CELLS:
+            raise InputError(f"{len(ids)} tokens give {cells:,} attention weights for {name}; the limit is "
+                             f"{MAX_CELLS:,} — shorten the sentence")
         stack = "dec" if subject.kind == "decoder" else "enc"
         wanted = ["embed", "pos", "x0", subject.pattern_hook, f"{stack}.*.out"]
         tokens, tr = subject.trace(sentence, wanted)
-        trace = {k: _lists(v[0]) for k, v in tr.items() if not k.startswith("dec.") or subject.kind == "decoder"}
+        # patterns to 5 digits (the page prints 4): MiniLM at 256 tokens is 4.7 M of them
+        trace = {k: _lists(v[0], 5 if k.endswith(".pattern") else 6) for k, v in tr.items()
+                 if not k.startswith("dec.") or subject.kind == "decoder"}
         hooks = [k for k in trace if k.endswith(".pattern")]
         out = {"model": name, "kind": subject.kind, "tokens": tokens,
                "config": subject.model.config.to_dict(), "trace": trace, "pattern_hooks": hooks,
@@ -140,11 +149,11 @@ def _translate(subject, src_ids: list[int]) -> dict:
     }
 
 
-def _steps(result: dict) -> list[dict] | None:
+def _steps(result: dict, lang: str = "en") -> list[dict] | None:
     """The walkthrough's narrated step tables, as JSON."""
     from ..walkthrough.steps import build_steps
     steps = []
-    for s in build_steps(result, "en"):
+    for s in build_steps(result, lang):
         steps.append({"title": s.title, "formula": s.formula, "shape": s.shape, "text": s.text,
                       "level": s.level,
                       "tables": [{"caption": t.caption, "rows": list(t.rows), "cols": list(t.cols),

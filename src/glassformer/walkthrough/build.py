@@ -53,6 +53,23 @@ def seed_config(n_vocab: int, **model_flags: Any) -> ModelConfig:
     return ModelConfig(arch="encoder", vocab_size=n_vocab, **settings)
 
 
+def seed_model(sentence: str | None = None, seed: int = 0, random_embeddings: bool = False,
+               **model_flags: Any) -> tuple[torch.nn.Module, list[str], list[int], list[str], dict[str, str]]:
+    """The seed's encoder for `sentence`: (model, tokens, ids, vocab, embedding source per token).
+
+    The vocabulary is the sentence's own tokens; weights come from `seed`, embeddings from §7.2."""
+    tokens = segment(sentence)
+    vocab, ids = vocabulary(tokens)
+    cfg = seed_config(len(vocab), **model_flags)
+    with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
+        torch.manual_seed(seed)  # every weight drawn from --seed (§7.3: "random initialisation")
+        model = build_model(cfg)
+    W_E, source = embedding_table(vocab, cfg.embed_width, seed, random_embeddings)
+    with torch.no_grad():
+        model.embed.W_E.copy_(W_E)
+    return model, tokens, ids, vocab, source
+
+
 def build(sentence: str | None = None, seed: int = 0, ckpt: str | None = None,
           random_embeddings: bool = False, **model_flags: Any) -> dict:
     """Trace `sentence` (default 猫 吃 鱼) through the seed's encoder, or through a checkpoint's model."""
@@ -63,15 +80,7 @@ def build(sentence: str | None = None, seed: int = 0, ckpt: str | None = None,
             raise InputError(f"--ckpt takes the model and embeddings from the checkpoint; drop {extra}")
         model, tokens, ids, vocab, source, stack = _from_checkpoint(ckpt, sentence)
     else:
-        tokens = segment(sentence)
-        vocab, ids = vocabulary(tokens)
-        cfg = seed_config(len(vocab), **model_flags)
-        with torch.random.fork_rng(devices=[]):  # the caller's random state is left as it was
-            torch.manual_seed(seed)  # every weight drawn from --seed (§7.3: "random initialisation")
-            model = build_model(cfg)
-        W_E, source = embedding_table(vocab, cfg.embed_width, seed, random_embeddings)
-        with torch.no_grad():
-            model.embed.W_E.copy_(W_E)
+        model, tokens, ids, vocab, source = seed_model(sentence, seed, random_embeddings, **model_flags)
         stack = "enc"
     model = model.to(torch.float64).eval()
     if model.config.pe == "learned" and len(ids) > model.config.max_len:

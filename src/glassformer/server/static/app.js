@@ -6,21 +6,27 @@ let current = null; // the last /api/trace response
 
 // ---- colours: viridis-like ramp for [0, 1] patterns, blue-white-red for signed values ----
 const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
-function ramp(t) {
+function rampRGB(t) {
   t = Math.min(1, Math.max(0, t)) * (RAMP.length - 1);
   const i = Math.min(RAMP.length - 2, Math.floor(t)), f = t - i;
-  const c = RAMP[i].map((v, k) => Math.round(v + f * (RAMP[i + 1][k] - v)));
-  return `rgb(${c[0]},${c[1]},${c[2]})`;
+  return RAMP[i].map((v, k) => Math.round(v + f * (RAMP[i + 1][k] - v)));
 }
-function diverging(t) { // t in [-1, 1]
+function divergingRGB(t) { // t in [-1, 1]
   t = Math.min(1, Math.max(-1, t));
   const a = Math.round(255 * (1 - Math.abs(t)));
-  return t >= 0 ? `rgb(255,${a},${a})` : `rgb(${a},${a},255)`;
+  return t >= 0 ? [255, a, a] : [a, a, 255];
 }
+const RAMP_LUT = Array.from({ length: 256 }, (_, i) => rampRGB(i / 255)); // 256 shades: no allocation per cell
+const css = (c) => `rgb(${c[0]},${c[1]},${c[2]})`;
+const ramp = (t) => css(rampRGB(t)), diverging = (t) => css(divergingRGB(t));
 
 // ---- a heatmap on a canvas, with the value under the mouse in a tooltip ----
+// One pixel per cell on an offscreen canvas, scaled up without smoothing: a 256-token pattern is
+// one putImageData, not 65 536 fillRects (issue 14: 256 tokens render within a second).
+const selected = new Set(); // token positions selected in the page (linked highlighting)
 function heatmap(parent, matrix, rows, cols, title, opts = {}) {
-  const cell = opts.cell || Math.max(8, Math.min(48, Math.floor(420 / Math.max(rows.length, cols.length))));
+  const n = Math.max(rows.length, cols.length);
+  const cell = opts.cell || Math.max(n > 64 ? 2 : 8, Math.min(48, Math.floor(420 / n)));
   const left = opts.labels === false ? 4 : 70, top = opts.labels === false ? 4 : 60;
   const box = document.createElement("figure");
   box.className = "heatmap-box";
@@ -31,35 +37,56 @@ function heatmap(parent, matrix, rows, cols, title, opts = {}) {
   canvas.width = left + cell * cols.length + 4;
   canvas.height = top + cell * rows.length + 4;
   Object.assign(canvas.dataset, { title, cell, left, top }); // geometry, for tests and tools
-  const ctx = canvas.getContext("2d");
-  let lo = 0, hi = 1;
+  let lo = 0, hi = opts.max || 1;
   if (opts.signed) {
-    hi = Math.max(1e-9, ...matrix.map((r) => Math.max(...r.map(Math.abs))));
+    hi = opts.max || Math.max(1e-9, ...matrix.map((r) => Math.max(...r.map(Math.abs))));
     lo = -hi;
   }
+  const rgb = opts.signed ? (v) => divergingRGB(v / hi) : (v) => RAMP_LUT[Math.max(0, Math.min(255, Math.round(255 * (v - lo) / (hi - lo))))];
+  const colour = (v) => css(rgb(v));
+  canvas.figure = { matrix, rows, cols, title, colour }; // for the SVG export
+  const px = document.createElement("canvas");
+  px.width = cols.length; px.height = rows.length;
+  const pctx = px.getContext("2d"), img = pctx.createImageData(cols.length, rows.length);
   matrix.forEach((row, i) => row.forEach((v, j) => {
-    ctx.fillStyle = opts.signed ? diverging(v / hi) : ramp((v - lo) / (hi - lo));
-    ctx.fillRect(left + j * cell, top + i * cell, cell, cell);
-    if (cell >= 36 && opts.values !== false) { // big cells carry their number, as the seed prints them
-      ctx.fillStyle = opts.signed || (v - lo) / (hi - lo) > 0.6 ? "#000" : "#fff";
-      ctx.font = "11px sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
-      ctx.fillText(Number(v).toFixed(opts.signed ? 2 : 3), left + (j + 0.5) * cell, top + (i + 0.5) * cell);
-    }
+    const c = rgb(v), o = 4 * (i * cols.length + j);
+    img.data[o] = c[0]; img.data[o + 1] = c[1]; img.data[o + 2] = c[2]; img.data[o + 3] = 255;
   }));
-  if (opts.labels !== false) {
-    ctx.fillStyle = "#222";
-    ctx.font = `${Math.min(12, cell)}px sans-serif`;
-    ctx.textAlign = "right"; ctx.textBaseline = "middle";
-    rows.forEach((t, i) => ctx.fillText(String(t).slice(0, 10), left - 4, top + (i + 0.5) * cell));
-    cols.forEach((t, j) => {
-      ctx.save();
-      ctx.translate(left + (j + 0.5) * cell, top - 4);
-      ctx.rotate(-Math.PI / 3);
-      ctx.textAlign = "left";
-      ctx.fillText(String(t).slice(0, 10), 0, 0);
-      ctx.restore();
-    });
-  }
+  pctx.putImageData(img, 0, 0);
+  const ctx = canvas.getContext("2d");
+  canvas.redraw = () => {
+    ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, canvas.width, canvas.height);
+    ctx.imageSmoothingEnabled = false;
+    ctx.drawImage(px, left, top, cell * cols.length, cell * rows.length);
+    if (cell >= 36 && opts.values !== false) { // big cells carry their number, as the seed prints them
+      ctx.font = "11px sans-serif"; ctx.textAlign = "center"; ctx.textBaseline = "middle";
+      matrix.forEach((row, i) => row.forEach((v, j) => {
+        ctx.fillStyle = opts.signed || (v - lo) / (hi - lo) > 0.6 ? "#000" : "#fff";
+        ctx.fillText(Number(v).toFixed(opts.signed ? 2 : 3), left + (j + 0.5) * cell, top + (i + 0.5) * cell);
+      }));
+    }
+    if (opts.labels !== false) {
+      ctx.fillStyle = "#222";
+      ctx.font = `${Math.min(12, Math.max(cell, 9))}px sans-serif`;
+      ctx.textAlign = "right"; ctx.textBaseline = "middle";
+      const every = Math.ceil(10 / cell); // small cells: label every k-th token so labels stay legible
+      rows.forEach((t, i) => { if (i % every === 0) ctx.fillText(String(t).slice(0, 10), left - 4, top + (i + 0.5) * cell); });
+      cols.forEach((t, j) => {
+        if (j % every) return;
+        ctx.save();
+        ctx.translate(left + (j + 0.5) * cell, top - 4);
+        ctx.rotate(-Math.PI / 3);
+        ctx.textAlign = "left";
+        ctx.fillText(String(t).slice(0, 10), 0, 0);
+        ctx.restore();
+      });
+    }
+    if (opts.select !== false) { // linked highlighting: the selected tokens' rows, outlined
+      ctx.strokeStyle = "#ff2d55"; ctx.lineWidth = 2;
+      selected.forEach((i) => { if (i < rows.length) ctx.strokeRect(left - 1, top + i * cell, cell * cols.length + 2, cell); });
+    }
+  };
+  canvas.redraw();
   const tip = $("tooltip");
   canvas.addEventListener("mousemove", (e) => {
     const r = canvas.getBoundingClientRect();
@@ -71,9 +98,19 @@ function heatmap(parent, matrix, rows, cols, title, opts = {}) {
     tip.hidden = false;
   });
   canvas.addEventListener("mouseleave", () => { tip.hidden = true; });
+  if (opts.onclick) canvas.addEventListener("click", opts.onclick);
   box.append(cap, canvas);
   parent.append(box);
   return canvas;
+}
+
+// select a token (shift/ctrl-click adds to the selection): every view redraws its rows
+function selectToken(i, add) {
+  if (!add) { const had = selected.has(i) && selected.size === 1; selected.clear(); if (had) i = -1; }
+  if (i >= 0) { if (selected.has(i)) selected.delete(i); else selected.add(i); }
+  document.querySelectorAll("#tokens .token").forEach((el, k) => el.classList.toggle("selected", selected.has(k)));
+  document.querySelectorAll("canvas.heatmap").forEach((c) => c.redraw && c.redraw());
+  document.dispatchEvent(new CustomEvent("glassformer:select"));
 }
 
 function options(select, n, prefix) {
@@ -107,8 +144,11 @@ async function runTrace(ev) {
       throw new Error(`${res.status}: ${msg}`);
     }
     current = data;
+    const t0 = performance.now();
     render(data);
-    $("status").textContent = `${data.model}: ${data.tokens.length} tokens, ${data.pattern_hooks.length} layers`;
+    const ms = performance.now() - t0; // the scale goal: rendered within 1 s of the trace arriving
+    $("status").dataset.renderMs = ms.toFixed(1);
+    $("status").textContent = `${data.model}: ${data.tokens.length} tokens, ${data.pattern_hooks.length} layers (drawn in ${ms.toFixed(0)} ms)`;
   } catch (err) {
     $("status").textContent = String(err.message || err);
     $("status").className = "error";
@@ -121,9 +161,11 @@ function render(data) {
   toks.innerHTML = "";
   data.tokens.forEach((t, i) => {
     const s = document.createElement("span");
-    s.className = "token"; s.textContent = t; s.title = `position ${i}`;
+    s.className = "token"; s.textContent = t; s.title = `position ${i} (click to select, shift-click to add)`;
+    s.addEventListener("click", (e) => selectToken(i, e.shiftKey || e.ctrlKey || e.metaKey));
     toks.append(s);
   });
+  selected.clear();
   options($("layer"), data.pattern_hooks.length, "layer");
   drawHeads();
   const pe = $("pe");
@@ -137,6 +179,7 @@ function render(data) {
   }
   renderTranslation(data.translation);
   renderSteps(data.steps);
+  document.dispatchEvent(new CustomEvent("glassformer:trace", { detail: data })); // the other views
 }
 
 function drawHeads() {
@@ -144,8 +187,12 @@ function drawHeads() {
   const box = $("heads");
   box.innerHTML = "";
   const hook = data.pattern_hooks[l];
+  // one colour scale across heads (the largest weight of the layer) or each head its own
+  const shared = $("scale") && $("scale").value === "shared";
+  const layerMax = Math.max(...data.trace[hook].map((p) => Math.max(...p.map((r) => Math.max(...r)))));
   data.trace[hook].forEach((pattern, h) => {
-    heatmap(box, pattern, data.tokens, data.tokens, `${hook} · head ${h}`);
+    const max = shared ? layerMax : Math.max(1e-9, ...pattern.map((r) => Math.max(...r)));
+    heatmap(box, pattern, data.tokens, data.tokens, `${hook} · head ${h}`, { max });
   });
 }
 
@@ -204,4 +251,14 @@ function table(t) {
 
 $("trace-form").addEventListener("submit", runTrace);
 $("layer").addEventListener("change", drawHeads);
-loadModels().catch((e) => { $("status").textContent = `could not list models: ${e}`; });
+if (window.GLASSFORMER_DATA) { // a file written by `glassformer export-html`: no server behind it
+  document.body.classList.add("offline");
+  current = window.GLASSFORMER_DATA;
+  // after every script has run, so the other views hear the trace too
+  document.addEventListener("DOMContentLoaded", () => {
+    render(current);
+    $("status").textContent = `${current.model}: ${current.tokens.length} tokens (offline export)`;
+  });
+} else {
+  loadModels().catch((e) => { $("status").textContent = `could not list models: ${e}`; });
+}

@@ -1,0 +1,152 @@
+"""The explorer's second set of endpoints: the lesson, the neuron view, interventions, live generation.
+
+    POST /api/lesson     {sentence, model, lang}            seed 000 ch. 7 step by step, narrated
+    POST /api/neuron     {sentence, model, layer, query, key}   per-dimension q·k of one pair, per head
+    POST /api/intervene  {sentence, model, heads, ffns}     patterns and output with parts switched off,
+                                                            the logit lens per decoder layer
+    POST /api/generate   {sentence, model, strategy, ...}   decoding step by step (top k, attention, beam tree)
+
+Mounted by `create_app` next to /api/trace; every request names a registry model, never a path,
+and a mistake is a 4xx with one line saying what would be right.
+"""
+
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from fastapi import APIRouter, HTTPException
+from pydantic import BaseModel, ConfigDict, Field
+
+from ..errors import GlassformerError
+from .models import _LOCK, DEFAULT_MODEL, ModelRegistry, _lists, _steps
+from .subjects import prepare
+
+MAX_NEW_TOKENS = 48
+
+
+class _Request(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    sentence: str = Field(min_length=1, max_length=2000, description="Text to run.")
+    model: Optional[str] = Field(default=None, description=f"A name from GET /api/models (default {DEFAULT_MODEL!r}).")
+
+
+class LessonRequest(_Request):
+    lang: Literal["en", "zh"] = Field(default="en", description="Narration language.")
+
+
+class NeuronRequest(_Request):
+    layer: int = Field(ge=0, description="Self-attention layer.")
+    query: int = Field(ge=0, description="Query position.")
+    key: int = Field(ge=0, description="Key position.")
+
+
+class InterveneRequest(_Request):
+    heads: list[tuple[str, int]] = Field(default=[], max_length=256,
+                                         description='Heads to switch off: [["enc.0.attn", 1], ...].')
+    ffns: list[str] = Field(default=[], max_length=64, description='FFNs to switch off: ["enc.1.ffn", ...].')
+
+
+class GenerateRequest(InterveneRequest):
+    strategy: Literal["greedy", "sample", "beam"] = "greedy"
+    max_new_tokens: int = Field(default=24, ge=1, le=MAX_NEW_TOKENS)
+    temperature: float = Field(default=1.0, gt=0.0, le=10.0)
+    top_k: int = Field(default=5, ge=1, le=50, description="Next-token probabilities shown per step.")
+    beam_size: int = Field(default=3, ge=1, le=8)
+    length_penalty: float = Field(default=1.0, ge=0.0, le=5.0)
+    seed: int = Field(default=0, ge=0, description="Seed of the sampler.")
+
+
+def router(registry: ModelRegistry) -> APIRouter:
+    r = APIRouter()
+
+    def run(req: _Request, work):
+        """Prepare the model, run `work(prepared)` under the registry's lock, map errors to 4xx."""
+        name = req.model or DEFAULT_MODEL
+        if not req.sentence.strip():
+            raise HTTPException(422, "sentence is empty; type at least one word")
+        try:
+            registry.check(name)
+        except KeyError as e:
+            raise HTTPException(404, str(e.args[0])) from None
+        try:
+            with _LOCK:
+                return work(name)
+        except GlassformerError as e:
+            raise HTTPException(422, str(e)) from None
+
+    @r.post("/api/lesson")
+    def lesson(req: LessonRequest) -> dict:
+        """Seed 000 ch. 7's steps for the sentence, each with formula, shape, tables and narration."""
+        def work(name):
+            from ..walkthrough import build
+            if name == DEFAULT_MODEL:
+                result = build(req.sentence, random_embeddings=True)
+            elif name.startswith("run:"):
+                result = build(req.sentence, ckpt=str(registry._runs[name]))
+            else:
+                raise GlassformerError(f"the lesson runs the walkthrough model or a checkpoint (run:...); "
+                                       f"{name!r} has no walkthrough parameters — use the head and model views")
+            return {"model": name, "tokens": result["tokens"], "lang": req.lang, "steps": _steps(result, req.lang)}
+        return run(req, work)
+
+    @r.post("/api/neuron")
+    def neuron(req: NeuronRequest) -> dict:
+        """q_i·k_i·scale per dimension i and head, for one query and one key (bertviz's neuron view)."""
+        from .interventions import qk_contributions
+        return run(req, lambda name: qk_contributions(prepare(registry, name, req.sentence),
+                                                      req.layer, req.query, req.key))
+
+    @r.post("/api/intervene")
+    def intervene(req: InterveneRequest) -> dict:
+        """Switch off heads and FFNs; the patterns, the output and the logit lens before and after."""
+        return run(req, lambda name: _intervene(registry, name, req))
+
+    @r.post("/api/generate")
+    def generate(req: GenerateRequest) -> dict:
+        """Decode step by step: each step's top-k, the new token's attention; the beam tree."""
+        from .interventions import ablation_hooks
+        from .live import generate_steps
+
+        def work(name):
+            p = prepare(registry, name, req.sentence)
+            fns = ablation_hooks(p, req.heads, req.ffns)
+            out = generate_steps(p, req.strategy, req.max_new_tokens, req.temperature, req.top_k,
+                                 req.beam_size, req.length_penalty, req.seed, fns)
+            return {"model": name, "source_tokens": p.tokens, **out}
+        return run(req, work)
+
+    return r
+
+
+def _intervene(registry: ModelRegistry, name: str, req: InterveneRequest) -> dict:
+    import torch
+
+    from .interventions import ablation_hooks, logit_lens, run_patched
+    from .live import generate_steps
+
+    p = prepare(registry, name, req.sentence)
+    fns = ablation_hooks(p, req.heads, req.ffns)
+    stack = p.self_attention()
+    names = [f"{stack}.*.{'self_attn' if stack == 'dec' else 'attn'}.pattern", f"{stack}.*.out", "dec.*.out"]
+    if p.kind == "encoder-decoder":
+        names.append("dec.*.cross_attn.pattern")
+    out: dict = {"model": name, "tokens": p.tokens, "kind": p.kind}
+    tgt = None
+    if p.kind == "encoder-decoder":  # the translation with and without the intervention
+        before = generate_steps(p, "greedy", MAX_NEW_TOKENS, 1.0, 1, 1, 1.0, 0)
+        after = generate_steps(p, "greedy", MAX_NEW_TOKENS, 1.0, 1, 1, 1.0, 0, fns)
+        out["output"] = {"before": before["text"], "after": after["text"]}
+        tgt = torch.tensor([after["ids"][:-1] if len(after["ids"]) > 1 else after["ids"]])
+        out["target_tokens"] = [p.subject.tgt_tokenizer.id_to_token(i) for i in tgt[0].tolist()]
+    _, base = run_patched(p, {}, names, tgt)
+    _, patched = run_patched(p, fns, names, tgt)
+    hooks = [k for k in patched if k.endswith(".pattern")]
+    out["pattern_hooks"] = hooks
+    out["patterns"] = {k: _lists(patched[k][0], 5) for k in hooks}
+    last = [k for k in patched if k.startswith(f"{stack}.") and k.endswith(".out") and k.count(".") == 2][-1]
+    # how far each token's final representation moved: ‖after − before‖ / ‖before‖
+    delta = (patched[last] - base[last]).norm(dim=-1) / base[last].norm(dim=-1).clamp_min(1e-12)
+    out["change"] = {"hook": last, "relative": _lists(delta[0], 6)}
+    tok = p.subject.tgt_tokenizer
+    out["lens"] = None if tok is None else {"before": logit_lens(p, base, tok), "after": logit_lens(p, patched, tok)}
+    return out

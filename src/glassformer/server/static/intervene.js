@@ -1,0 +1,75 @@
+// Interventions: switch off heads or FFNs and see the patterns and the output change; the logit lens
+// (POST /api/intervene). A head off = its z zeroed before concat·W_O (seed §2.3); an FFN off = its
+// output zeroed before the residual add (§6).
+"use strict";
+
+function interveneShell(data) {
+  const box = $("intervene-box");
+  box.innerHTML = "";
+  if (window.GLASSFORMER_DATA) return;
+  const h = document.createElement("h2"); h.textContent = "Interventions"; box.append(h);
+  const note = document.createElement("p"); note.className = "note";
+  note.textContent = "Tick heads or FFNs to switch off, then Apply: the patterns after the change, how far each " +
+    "token's output moved, the translation before/after, and the logit lens of every decoder layer.";
+  box.append(note);
+  const stack = data.kind === "decoder" ? "dec" : "enc", attn = data.kind === "decoder" ? "self_attn" : "attn";
+  const table = document.createElement("table"); table.id = "iv-table";
+  data.pattern_hooks.forEach((hook, l) => {
+    const tr = table.insertRow();
+    const th = document.createElement("th"); th.textContent = `layer ${l}`; tr.append(th);
+    data.trace[hook].forEach((_, hd) => {
+      const c = document.createElement("input"); c.type = "checkbox";
+      c.dataset.block = `${stack}.${l}.${attn}`; c.dataset.head = hd; c.title = `switch off head ${hd} of layer ${l}`;
+      const td = tr.insertCell(); td.append(c, ` H${hd}`);
+    });
+    const f = document.createElement("input"); f.type = "checkbox"; f.dataset.ffn = `${stack}.${l}.ffn`;
+    const td = tr.insertCell(); td.append(f, " FFN");
+  });
+  const go = document.createElement("button"); go.id = "iv-apply"; go.textContent = "Apply";
+  const out = document.createElement("div"); out.id = "iv-out";
+  box.append(table, go, out);
+  go.addEventListener("click", () => runIntervene(data));
+}
+
+async function runIntervene(data) {
+  const heads = [...document.querySelectorAll("#iv-table input[data-head]:checked")].map((c) => [c.dataset.block, Number(c.dataset.head)]);
+  const ffns = [...document.querySelectorAll("#iv-table input[data-ffn]:checked")].map((c) => c.dataset.ffn);
+  const d = await postJSON("/api/intervene", { sentence: $("sentence").value, model: data.model, heads, ffns }, $("iv-out"));
+  if (!d) return;
+  const out = $("iv-out");
+  out.innerHTML = "";
+  const off = heads.map(([b, h]) => `${b} head ${h}`).concat(ffns).join(", ") || "nothing";
+  const p = document.createElement("p"); p.id = "iv-summary";
+  p.textContent = `switched off: ${off}.` + (d.output ? ` Translation before: “${d.output.before}” — after: “${d.output.after}”` : "");
+  out.append(p);
+  const change = d.change.relative;
+  heatmap(out, [change], ["‖Δ‖/‖x‖"], d.tokens, `how far each token's ${d.change.hook} moved`, { max: Math.max(1e-9, ...change), select: false });
+  const grid = document.createElement("div"); grid.className = "grid";
+  d.pattern_hooks.forEach((hook) => d.patterns[hook].forEach((P, hd) => {
+    const rows = hook.includes("cross_attn") ? d.target_tokens : d.tokens; // cross: target rows, source columns
+    heatmap(grid, P, rows, d.tokens, `after: ${hook} · head ${hd}`);
+  }));
+  out.append(grid);
+  if (d.lens) out.append(lensTable(d.lens));
+}
+
+function lensTable(lens) {
+  const box = document.createElement("div"); box.id = "lens";
+  const h = document.createElement("h3"); h.textContent = "Logit lens: the top token after each decoder layer (before → after)"; box.append(h);
+  const tbl = document.createElement("table");
+  lens.after.forEach((layer, l) => {
+    const tr = tbl.insertRow();
+    const th = document.createElement("th"); th.textContent = layer.layer; tr.append(th);
+    layer.top.forEach((tops, pos) => {
+      const b = lens.before[l].top[pos][0], a = tops[0];
+      const td = tr.insertCell();
+      td.textContent = b.token === a.token ? `${a.token} ${a.p.toFixed(2)}` : `${b.token} → ${a.token} ${a.p.toFixed(2)}`;
+      td.title = tops.map((t) => `${t.token} ${t.p.toFixed(4)}`).join("\n");
+      if (b.token !== a.token) td.className = "changed";
+    });
+  });
+  box.append(tbl);
+  return box;
+}
+
+document.addEventListener("glassformer:trace", (e) => interveneShell(e.detail));

@@ -1,0 +1,26 @@
+"""A runs/ folder holding one tiny (untrained) zh→en checkpoint, for the explorer's API and browser tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+SRC = ["猫 吃 鱼", "狗 吃 肉", "猫 追 狗", "我 爱 你"]
+TGT = ["the cat eats the fish", "the dog eats meat", "the cat chases the dog", "I love you"]
+
+
+def tiny_translator(runs: Path, name: str = "tiny") -> Path:
+    from glassformer.config import ModelConfig
+    from glassformer.nn import build_model
+    from glassformer.tokenize import build_tokenizer
+    from glassformer.train.checkpoint import save_checkpoint
+
+    src_tok, tgt_tok = build_tokenizer("word", SRC), build_tokenizer("word", TGT)
+    cfg = ModelConfig(arch="encoder-decoder", vocab_size=src_tok.vocab_size, tgt_vocab_size=tgt_tok.vocab_size,
+                      share_embeddings=False, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+                      pad_id=0, bos_id=1, eos_id=2)
+    torch.manual_seed(0)
+    save_checkpoint(runs / name, build_model(cfg).eval(), cfg, {"src": src_tok, "tgt": tgt_tok}, None,
+                    {"task": "zh_en", "step": 0})
+    return runs
