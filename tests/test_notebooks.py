@@ -16,6 +16,7 @@ from nbclient import NotebookClient
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parents[1] / "notebooks").glob("*.ipynb"))
 CJK = re.compile(r"[\u4e00-\u9fff]")
+PICTURES = {"01": 1, "02": 3, "04": 2}  # the figures each notebook draws inline
 CELL_TIMEOUT_S = 600  # generous for a machine shared with other work; the notebooks take seconds to a minute
 
 
@@ -43,5 +44,6 @@ def test_notebook_runs_top_to_bottom_with_pictures_inline(path, tmp_path):
     seconds = time.monotonic() - start
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    assert any("image/png" in o.get("data", {}) for o in outputs), "no picture shown inline"
+    pictures = sum("image/png" in o.get("data", {}) for o in outputs)
+    assert pictures == PICTURES[path.name[:2]], f"{pictures} pictures shown inline"
     print(f"{path.name}: {seconds:.0f} s")  # pytest -s shows each notebook's time
