@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test portability setup clean
+.PHONY: demo test portability setup clean docs
 
 $(STAMP): pyproject.toml
 	$(PY) -m venv $(VENV)
@@ -30,3 +30,8 @@ portability: $(STAMP)
 
 clean:
 	rm -rf $(VENV)
+
+# The documentation site (mkdocs.yml): built offline into site/, warnings as errors; the notebooks
+# are executed during the build so their pictures show. tests/test_docs_site.py runs the same build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
