@@ -18,6 +18,7 @@ from fastapi import APIRouter, HTTPException
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import GlassformerError
+from .guard import scrub_paths
 from .models import _LOCK, DEFAULT_MODEL, ModelRegistry, _lists, _steps
 from .subjects import prepare
 
@@ -71,8 +72,8 @@ def router(registry: ModelRegistry) -> APIRouter:
         try:
             with _LOCK:
                 return work(name)
-        except GlassformerError as e:
-            raise HTTPException(422, str(e)) from None
+        except GlassformerError as e:  # issue 16: no folder of this machine in an answer
+            raise HTTPException(422, scrub_paths(str(e), registry.runs_dir)) from None
 
     @r.post("/api/lesson")
     def lesson(req: LessonRequest) -> dict:
