@@ -47,6 +47,7 @@ def test_other_checks():
     assert "pe='rope' needs an even d_k" in one_line_error(d_model=9, n_heads=3, pe="rope")
     assert "needs an absolute pe" in one_line_error(pe="rope", pe_combine="concat", d_pos=8)
     assert "needs 0 < d_pos < d_model" in one_line_error(pe_combine="concat")
+    assert "set tie_embeddings=False" in one_line_error(arch="decoder", pe_combine="concat", d_pos=8)
     assert "pad_id=99" in one_line_error(vocab_size=50, pad_id=99)
     assert "tgt_vocab_size" in one_line_error(arch="decoder", tgt_vocab_size=10)
     assert "share_embeddings=True" in one_line_error(tgt_vocab_size=20, vocab_size=30)

@@ -145,6 +145,11 @@ class ModelConfig(StrictConfig):
             if self.d_pos is None or self.d_pos >= self.d_model:
                 raise ConfigError(f"pe_combine='concat' needs 0 < d_pos < d_model={self.d_model},"
                                   f" got d_pos={self.d_pos}")
+            if self.arch != "encoder" and self.tie_embeddings:
+                # the token table is d_model - d_pos wide then, so W_U = W_Eᵀ cannot map d_model to the vocabulary
+                raise ConfigError(f"pe_combine='concat' makes the token embedding d_model - d_pos ="
+                                  f" {self.d_model - self.d_pos} wide, so the output head cannot be tied to it;"
+                                  " set tie_embeddings=False")
         elif self.d_pos is not None:
             raise ConfigError(f"d_pos={self.d_pos} is only used with pe_combine='concat'")
         if self.pe in ("sinusoidal", "sinusoidal_half") and self.pos_width % 2:
