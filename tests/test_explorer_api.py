@@ -26,7 +26,7 @@ def runs_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def client(runs_dir):
-    return TestClient(create_app(runs_dir))
+    return TestClient(create_app(runs_dir), base_url="http://127.0.0.1:8000")  # a loopback Host (issue 16)
 
 
 @pytest.fixture(scope="module")

@@ -3,6 +3,7 @@ autograd, and against a float64 product: every route gives the same numbers to f
 
 from __future__ import annotations
 
+import time
 import warnings
 
 import pytest
@@ -96,3 +97,27 @@ def test_affine_under_bf16_autocast_uses_torch_ops():
         y = common.affine(x, W, b)
         assert y.dtype == torch.bfloat16  # autocast's addmm, not oneDNN's fp32 linear
     torch.testing.assert_close(y.float(), x @ W + b, rtol=2e-2, atol=0.5)
+
+
+
+def test_the_measuring_call_returns_the_kept_routes_bits(fresh_table, monkeypatch):
+    # the first product of a class is timed on every route; its answer must be the route kept for
+    # the later calls, or a model gives other bits on its first forward than on the next ones
+    monkeypatch.delenv("GLASSFORMER_GEMM", raising=False)
+    real = dict(routes._CALL)
+    x, W, b = torch.randn(5, 384), torch.randn(384, 1152), torch.randn(1152)
+    for winner in routes.ROUTES if ONEDNN else ("blas",):  # without oneDNN nothing is measured
+
+        def slow_unless(name, winner=winner):
+            def call(x2, W, b):
+                if name != winner:
+                    time.sleep(0.002)
+                return real[name](x2, W, b)
+            return call
+        monkeypatch.setattr(routes, "_CALL", {n: slow_unless(n) for n in routes.ROUTES})
+        fresh_table.clear()
+        with torch.inference_mode():
+            first = common.affine(x, W, b)
+            again = common.affine(x, W, b)
+        assert [r["winner"] for r in fresh_table.rows()] == ([winner] if ONEDNN else [])
+        assert torch.equal(first, again) and torch.equal(first, real[winner](x, W, b))
