@@ -8,10 +8,10 @@ import jiwer
 import pytest
 import torch
 
-from glassformer.data.corpora import cmudict_pairs, load_corpus
+from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs
 from glassformer.train.error_rates import (bits_per_character, char_error_rate, edit_distance,
                                            sequence_error_rate, token_error_rate)
-from glassformer.train.recipe import choose_tokenizer
+from glassformer.train.recipe import choose, choose_tokenizer
 
 from cli_helpers import run, train_once
 
@@ -44,6 +44,18 @@ def test_tokenizer_choice_follows_the_script_and_vocabulary():
     assert choose_tokenizer(zh[-200:])[0] == "char"  # Tang and Song poems
     en = load_corpus("fortunes-en")[:3000]
     assert choose_tokenizer(en)[0] == "bpe"  # open-vocabulary English prose
+    py = pinyin_pairs()[::10]  # pypinyin's phrases: CJK characters -> a closed set of syllables
+    assert choose_tokenizer([w for w, _ in py])[0] == "char"
+    assert choose_tokenizer([p for _, p in py])[0] == "word"
+
+
+def test_a_small_character_lm_gets_more_smaller_steps():
+    lines = [ln for d in load_corpus("fortunes-en")[:3000] for ln in d.splitlines() if ln.strip()]
+    lm = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 30, None)
+    assert lm.train["batch_size"] == 16 and lm.train["warmup"] == 100 and lm.train["lr"] == 2e-3
+    g2p = cmudict_pairs()[:5000]
+    tsv = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None)
+    assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
 
 
 def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch, capsys):
@@ -55,6 +67,8 @@ def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch,
                          "--block-size", "64", "--quiet")
     assert code == 0, err
     assert "recipe auto" in out and "Pre-LN" in out and "tokenizer char" in out
+    from glassformer.train.run_folder import saved_train_config
+    assert saved_train_config(str(tmp_path / "run"))["batch_size"] == 32  # a given flag beats the recipe's 16
     code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "run"), "--data",
                          str(tmp_path / "test.txt"), "--json")
     assert code == 0, err

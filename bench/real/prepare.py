@@ -4,6 +4,8 @@
 
 - g2p-train.tsv / g2p-test.tsv: CMUdict word<TAB>phonemes (stress removed, first pronunciation),
   a seeded split with 12,000 test words (issue 10 asks for >= 10,000);
+- pinyin-train.tsv / pinyin-test.tsv: pypinyin's phrase dictionary, phrase<TAB>pinyin syllables,
+  a seeded split with 5,000 test phrases (a CJK-source TSV like the issue's 45k pairs);
 - en-train.txt / en-test.txt, zh-train.txt / zh-test.txt: Debian fortunes, split by document
   (10% of documents held out, seed 0), one text line per line.
 """
@@ -14,9 +16,10 @@ import random
 import sys
 from pathlib import Path
 
-from glassformer.data.corpora import cmudict_pairs, load_corpus, split_documents
+from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs, split_documents
 
 G2P_TEST = 12_000
+PINYIN_TEST = 5_000
 
 
 def write_lines(path: Path, lines: list[str]) -> None:
@@ -34,6 +37,10 @@ def main(out: str) -> None:
     random.Random(0).shuffle(pairs)
     write_lines(root / "g2p-test.tsv", [f"{w}\t{p}" for w, p in pairs[:G2P_TEST]])
     write_lines(root / "g2p-train.tsv", [f"{w}\t{p}" for w, p in pairs[G2P_TEST:]])
+    pairs = pinyin_pairs()
+    random.Random(0).shuffle(pairs)
+    write_lines(root / "pinyin-test.tsv", [f"{w}\t{p}" for w, p in pairs[:PINYIN_TEST]])
+    write_lines(root / "pinyin-train.tsv", [f"{w}\t{p}" for w, p in pairs[PINYIN_TEST:]])
     for lang in ("en", "zh"):
         train, test = split_documents(load_corpus(f"fortunes-{lang}"), valid_fraction=0.1, seed=0)
         write_lines(root / f"{lang}-train.txt", doc_lines(train))

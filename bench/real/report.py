@@ -19,6 +19,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 METRIC = {"g2p": ("ser", "valid word error rate (G2P WER = 1 - exact match)"),
+          "pinyin": ("ser", "valid phrase error rate (1 - exact match)"),
           "lm-en": ("bpc", "valid bits per character"), "lm-zh": ("bpc", "valid bits per character")}
 
 
@@ -39,7 +40,7 @@ def curve(root: Path, task: str, figures: Path) -> None:
     simple = json.loads((root / "simple.json").read_text()) if (root / "simple.json").exists() else {}
     if task in simple:
         plt.axhline(simple[task][key], color="grey", ls="--",
-                    label="per-letter majority (test)" if task == "g2p" else "5-gram (test)")
+                    label="per-symbol majority (test)" if task in ("g2p", "pinyin") else "5-gram (test)")
     plt.xlabel("wall-clock minutes (one thread each, run side by side)")
     plt.ylabel(label)
     plt.title(task)
@@ -54,7 +55,7 @@ def table(root: Path) -> str:
     simple = json.loads((root / "simple.json").read_text()) if (root / "simple.json").exists() else {}
     lines = ["| task | metric (test) | glassformer defaults | plain PyTorch | simple baseline | published |",
              "|---|---|---|---|---|---|"]
-    for task in ("g2p", "lm-en", "lm-zh"):
+    for task in ("g2p", "pinyin", "lm-en", "lm-zh"):
         ours_path = root / f"ours-{task}-test.json"
         ours = json.loads(ours_path.read_text()) if ours_path.exists() else {}
         plain = (rows(root / f"plain-{task}.jsonl", "test") or [{}])[-1]
@@ -65,6 +66,12 @@ def table(root: Path) -> str:
                          f"{fmt(plain.get('ser'))} | {fmt(s.get('ser'))} | 22% (Yolchuyeva 2019) |")
             lines.append(f"| | PER | {fmt(ours.get('wer'))} | {fmt(plain.get('per'))} | {fmt(s.get('per'))} |"
                          " 5% (Yolchuyeva 2019) |")
+        elif task == "pinyin":
+            fmt = lambda v: f"{100 * v:.1f}%" if v is not None else "-"  # noqa: E731
+            lines.append(f"| Chinese phrase → pinyin (pypinyin, {ours.get('n', '-')} phrases) | phrase error | "
+                         f"{fmt(ours.get('ser'))} | {fmt(plain.get('ser'))} | {fmt(s.get('ser'))} | - |")
+            lines.append(f"| | syllable error | {fmt(ours.get('wer'))} | {fmt(plain.get('per'))} | "
+                         f"{fmt(s.get('per'))} | - |")
         else:
             fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
             lines.append(f"| char LM, fortunes-{task[3:]} | bits/char | {fmt(ours.get('bpc'))} | "

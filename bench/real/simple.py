@@ -5,6 +5,7 @@
 - g2p: per-letter majority. Training words whose spelling and pronunciation have the same length
   are aligned one letter to one phoneme; each letter in its context (two letters either side,
   backing off to one, then none) predicts its most frequent phoneme. One phoneme per letter.
+- pinyin: the same per-character majority (one syllable per character, in its context).
 - lm-en / lm-zh: an interpolated absolute-discounting character n-gram (Ney et al. 1994;
   discount 0.75), order 5, over the same symbols as the neural models: the characters of each
   line and one line end; a character unseen in training is one <unk> symbol.
@@ -91,7 +92,8 @@ def read_tsv(path: Path) -> list[tuple[str, str]]:
 
 def main(data: str, out: str) -> None:
     root = Path(data)
-    result = {"g2p": g2p_majority(read_tsv(root / "g2p-train.tsv"), read_tsv(root / "g2p-test.tsv"))}
+    result = {t: g2p_majority(read_tsv(root / f"{t}-train.tsv"), read_tsv(root / f"{t}-test.tsv"))
+              for t in ("g2p", "pinyin")}
     for lang in ("en", "zh"):
         train = (root / f"{lang}-train.txt").read_text(encoding="utf-8").splitlines()
         test = (root / f"{lang}-test.txt").read_text(encoding="utf-8").splitlines()

@@ -50,7 +50,8 @@ def register(app: typer.Typer) -> None:
         recipe: str = typer.Option("auto", help="auto (chosen from the data; tsv and lm) | paper (2017)"),
         tokenizer: Optional[str] = typer.Option(None, help="char | word | jieba | bpe | unigram"),
         vocab_size: Optional[int] = typer.Option(None, help="vocabulary size for bpe / unigram"),
-        batch_size: int = typer.Option(64, rich_help_panel=T, help="sequences per micro-batch"),
+        batch_size: Optional[int] = typer.Option(None, rich_help_panel=T,
+                                                 help="sequences per micro-batch (default 64; auto: 16 for a small LM)"),
         accum_steps: int = typer.Option(1, rich_help_panel=T, help="micro-batches per optimiser step"),
         block_size: int = typer.Option(128, rich_help_panel=T, help="tokens per window (lm)"),
         schedule: Optional[str] = typer.Option(None, rich_help_panel=T,
@@ -114,7 +115,7 @@ def register(app: typer.Typer) -> None:
         task = task or "zh-en"
         overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
         chosen = dict(schedule=schedule, lr=lr, warmup=warmup, patience=patience, tokenizer=tokenizer,
-                      vocab_size=vocab_size, threads=threads)
+                      vocab_size=vocab_size, threads=threads, batch_size=batch_size)
         fixed = {k: v for k, v in chosen.items() if v is not None}
         if fixed.get("patience") == 0:
             fixed["patience"] = None  # 0 turns early stopping off
@@ -122,7 +123,7 @@ def register(app: typer.Typer) -> None:
         paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper")
         cfg = TrainConfig(
             task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
-            max_minutes=max_minutes, batch_size=batch_size, accum_steps=accum_steps, block_size=block_size,
+            max_minutes=max_minutes, accum_steps=accum_steps, block_size=block_size,
             noam_factor=noam_factor, label_smoothing=label_smoothing, clip_norm=clip_norm or None,
             weight_decay=weight_decay, bf16=bf16, device=device, eval_every=eval_every,
             eval_size=eval_size, stop_at=stop_at, quiet=quiet,
