@@ -103,7 +103,7 @@ def _ci(lo, hi) -> str:
 
 def _protocol(row: dict) -> str:
     n = len(row["seeds"])
-    if row["checks"] and all(c.get("kind") == "exact" for c in row["checks"]):
+    if row["checks"] and all(c.get("kind") == "exact" for c in row["checks"]) and n == 1:
         return "exact check (deterministic)"
     return f"quick, {n} seeds (code check, not a verdict)" if row["quick"] else f"full, {n} seeds"
 
