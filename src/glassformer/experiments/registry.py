@@ -37,6 +37,19 @@ EXPERIMENTS = {
     "pe-linear": "pe_linear",
     # issue 12: tasks aimed at one claim each
     "ffn-capacity": "ffn_capacity",
+    "khop": "khop",
+    "recall-extrapolation": "recall_extrapolation",
+    "attention-cost": "attention_cost",
+    "representation-convergence": "representation_convergence",
+    "attention-locality": "attention_locality",
+    "dk-sweet-spot": "dk_sweet_spot",
+    "no-layernorm": "no_layernorm",
+    "pe-relative-use": "pe_relative_use",
+    # issue 12 item 4: the same claims on real text (fortunes-en, next character)
+    "real-heads": "real_heads",
+    "real-pe": "real_pe",
+    "real-norm": "real_norm",
+    "real-ffn": "real_ffn",
 }
 
 

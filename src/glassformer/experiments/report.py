@@ -103,9 +103,19 @@ def _ci(lo, hi) -> str:
 
 def _protocol(row: dict) -> str:
     n = len(row["seeds"])
-    if row["checks"] and all(c.get("kind") == "exact" for c in row["checks"]):
+    if row["checks"] and all(c.get("kind") == "exact" for c in row["checks"]) and n == 1:
         return "exact check (deterministic)"
     return f"quick, {n} seeds (code check, not a verdict)" if row["quick"] else f"full, {n} seeds"
+
+
+def _main_intervals(row: dict) -> str:
+    """The main checks' d and interval (or the exact value), as the summary table shows them."""
+    parts = []
+    for c in row["checks"]:
+        if c["main"]:
+            ci = "" if c.get("kind") == "exact" else " " + _ci(c.get("ci_low"), c.get("ci_high"))
+            parts.append(f"{_fmt(c['difference'])}{ci}")
+    return "; ".join(parts)
 
 
 def _row_md(row: dict) -> list[str]:
@@ -156,16 +166,17 @@ def write_report(rows: list[dict], out_dir: Path, header: dict, all_ids: Sequenc
              "## Summary", "",
              f"*Before*: the verdict of main at {BEFORE['commit']} ({BEFORE['rule']}). *Run*: the "
              "protocol this row was measured with in this report.", "",
-             "| id | claim | seed section | run | before | verdict |", "|---|---|---|---|---|---|"]
+             "| id | claim | seed section | run | before | main checks: d [95% CI] | verdict |",
+             "|---|---|---|---|---|---|---|"]
     have = {row["id"] for row in rows}
     for row in rows:
         claim = row["claim"] if len(row["claim"]) < 140 else row["claim"][:137] + "..."
         lines.append(f"| [`{row['id']}`](#{row['id']}--{row['verdict'].replace(' ', '-')}) | {claim} | "
                      f"{row['seed_section']} | {_protocol(row)} | {BEFORE['verdicts'].get(row['id'], 'new')} | "
-                     f"**{row['verdict']}** |")
+                     f"{_main_intervals(row)} | **{row['verdict']}** |")
     for exp_id in all_ids:
         if exp_id not in have:
-            lines.append(f"| `{exp_id}` | | | not rerun | {BEFORE['verdicts'].get(exp_id, 'new')} | — |")
+            lines.append(f"| `{exp_id}` | | | not rerun | {BEFORE['verdicts'].get(exp_id, 'new')} | | — |")
     lines.append("")
     for row in rows:
         lines += _row_md(row)

@@ -1,0 +1,64 @@
+"""Seed 000 §2.1 and §7.4: shallow layers attend locally, deep layers globally.
+
+Read off trained models layer by layer (see `layer_probes`): the mean attention distance
+Σ_k p(q, k)·|q − k| (in tokens, averaged over heads and queries) and the entropy of each
+query's attention. "Global" means a larger distance and a flatter (higher-entropy) pattern.
+The check is paired: last layer − first layer, per sentence (MiniLM) or per seed (trained LM).
+"""
+
+from __future__ import annotations
+
+from .base import Context, Outcome
+from .layer_probes import LM_SETUP, lm_readings, mean_rows as _mean, minilm_readings
+from .report import line_plot
+from .verdict import Check, Variant
+
+ID = "attention-locality"
+SECTION = "seed 000 §2.1, §7.4"
+CLAIM = ("Heads in shallow layers (near the input) attend more to local patterns; heads in deep layers "
+         "(near the output) attend more to global, abstract patterns.")
+SEEDS = 5
+DELTA = 0.5  # tokens: the smallest change of mean distance the claim is about
+
+
+def run(ctx: Context) -> Outcome:
+    n_sent = ctx.pick(len(ctx.seeds), 64)  # --quick: as many sentences as seeds
+    mini = minilm_readings(n_sent)
+    lm = [lm_readings(ctx, s, ctx.pick(2, 16)) for s in ctx.seeds]
+    lm_dist = [_mean([r["distance"] for r in runs]) for runs in lm]
+    lm_ent = [_mean([r["entropy"] for r in runs]) for runs in lm]
+    variants = [
+        Variant("MiniLM: last − first distance", "change of mean attention distance (tokens), per sentence",
+                [r["distance"][-1] - r["distance"][0] for r in mini]),
+        Variant("MiniLM: last − first entropy", "change of mean attention entropy (nats), per sentence",
+                [r["entropy"][-1] - r["entropy"][0] for r in mini]),
+        Variant("trained LM: last − first distance", "change of mean attention distance (tokens), per seed",
+                [d[-1] - d[0] for d in lm_dist]),
+        Variant("trained LM: last − first entropy", "change of mean attention entropy (nats), per seed",
+                [e[-1] - e[0] for e in lm_ent]),
+        Variant("no change", "0", [0.0] * max(len(mini), len(lm))),
+    ]
+    checks = [
+        Check(f"MiniLM: the last layer attends farther than the first (≥ {DELTA} tokens)",
+              "MiniLM: last − first distance", "no change", True, DELTA),
+        Check(f"trained LM: the last layer attends farther than the first (≥ {DELTA} tokens)",
+              "trained LM: last − first distance", "no change", True, DELTA),
+        Check("MiniLM: the last layer's attention is flatter (entropy +0.1 nats)",
+              "MiniLM: last − first entropy", "no change", True, 0.1, main=False),
+        Check("trained LM: the last layer's attention is flatter (entropy +0.1 nats)",
+              "trained LM: last − first entropy", "no change", True, 0.1, main=False),
+    ]
+    mini_dist = _mean([r["distance"] for r in mini])
+    line_plot(ctx.out_dir / "attention_locality.png",
+              {"MiniLM (mean over sentences)": (list(range(1, len(mini_dist) + 1)), mini_dist),
+               "trained LM (mean over seeds)": (list(range(1, len(lm_dist[0]) + 1)), _mean(lm_dist))},
+              "layer", "mean attention distance (tokens)", "Local or global, layer by layer")
+    setup = (f"MiniLM on the first {n_sent} held-out fortunes-en lines of ≥ 8 words (≤ 32 WordPiece tokens, "
+             f"bidirectional) and {LM_SETUP} (causal: a query at position t sees t + 1 keys). Mean distance per "
+             f"layer: MiniLM {[round(x, 2) for x in mini_dist]}, trained LM {[round(x, 2) for x in _mean(lm_dist)]}; "
+             f"entropy: MiniLM {[round(x, 2) for x in _mean([r['entropy'] for r in mini])]}, trained LM "
+             f"{[round(x, 2) for x in _mean(lm_ent)]}.")
+    notes = ("BERT-style models send much attention to [CLS] and [SEP] (a sink), which counts as distance here; "
+             "the causal LM's distances are bounded by the query's position.")
+    return Outcome(variants, checks, setup, notes=notes,
+                   plots=[("attention_locality.png", "Mean attention distance per layer")])
