@@ -33,6 +33,8 @@ class _Request(BaseModel):
 
 class LessonRequest(_Request):
     lang: Literal["en", "zh"] = Field(default="en", description="Narration language.")
+    max_cols: int = Field(default=64, ge=1, le=4096,
+                          description="Columns sent per table (MiniLM's FFN has 1536); `cols_total` says how many exist.")
 
 
 class NeuronRequest(_Request):
@@ -80,14 +82,16 @@ def router(registry: ModelRegistry) -> APIRouter:
         """Seed 000 ch. 7's steps for the sentence, each with formula, shape, tables and narration."""
         def work(name):
             from ..walkthrough import build
+            from ..walkthrough.build import build_loaded
             if name == DEFAULT_MODEL:
                 result = build(req.sentence, random_embeddings=True)
-            elif name.startswith("run:"):
+            elif name.startswith("run:"):  # the checkpoint's own float64 walk, as `walkthrough --ckpt`
                 result = build(req.sentence, ckpt=str(registry._runs[name]))
-            else:
-                raise GlassformerError(f"the lesson runs the walkthrough model or a checkpoint (run:...); "
-                                       f"{name!r} has no walkthrough parameters — use the head and model views")
-            return {"model": name, "tokens": result["tokens"], "lang": req.lang, "steps": _steps(result, req.lang)}
+            else:  # a pretrained model (MiniLM): its tokenizer's tokens, [CLS] and [SEP] included
+                p = prepare(registry, name, req.sentence)
+                result = build_loaded(p.model, p.tokens, p.ids)
+            return {"model": name, "tokens": result["tokens"], "lang": req.lang,
+                    "steps": _steps(result, req.lang, req.max_cols)}
         return run(req, work)
 
     @r.post("/api/neuron")
