@@ -50,7 +50,7 @@ def test_switching_off_a_head_and_an_ffn_matches_numpy(client, seed_result):
     # the change reported per token: ‖out_after − out_before‖ / ‖out_before‖ of the last layer
     moved = np.linalg.norm(ref["enc.1.out"] - base["enc.1.out"], axis=-1) / np.linalg.norm(base["enc.1.out"], axis=-1)
     np.testing.assert_allclose(d["change"]["relative"], moved, atol=1e-6)
-    assert d["lens"] is None  # an encoder has no output head to read through
+    assert d["lens"]["unembedding"] == "embedding (no output head)"  # an encoder: the lens reads through W_E
     # an FFN off: layer 1's output is LayerNorm(resid_mid) alone (Post-LN, seed §4), by hand
     d = client.post("/api/intervene", json={"sentence": SENTENCE, "ffns": ["enc.1.ffn"]}).json()
     x = base["enc.1.resid_mid"]
@@ -124,7 +124,7 @@ def test_logit_lens_last_layer_is_the_output(client, tiny):
     with torch.no_grad():
         base = torch.softmax(ck.model(src, tgt).double(), dim=-1)[0]
     lens = d["lens"]["before"][-1]
-    assert lens["layer"] == "dec.0.out"
+    assert lens["layer"] == "dec.0" and d["lens"]["before"][0]["layer"] == "x0"
     assert [top[0]["token"] for top in lens["top"]] == [ck.tgt_tokenizer.id_to_token(i) for i in base.argmax(-1).tolist()]
     np.testing.assert_allclose([top[0]["p"] for top in lens["top"]], base.max(-1).values.numpy(), atol=1e-5)
 

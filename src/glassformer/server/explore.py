@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import GlassformerError
 from .guard import scrub_paths
-from .models import _LOCK, DEFAULT_MODEL, ModelRegistry, _lists, _steps
+from .models import _LOCK, DEFAULT_MODEL, ModelRegistry, _steps
 from .subjects import prepare
 
 MAX_NEW_TOKENS = 48
@@ -47,6 +47,8 @@ class InterveneRequest(_Request):
     heads: list[tuple[str, int]] = Field(default=[], max_length=256,
                                          description='Heads to switch off: [["enc.0.attn", 1], ...].')
     ffns: list[str] = Field(default=[], max_length=64, description='FFNs to switch off: ["enc.1.ffn", ...].')
+    how: Literal["zero", "mean"] = Field(default="zero", description="Replace with 0 or with the mean over "
+                                                                     "this sentence's positions (interp.ablate).")
 
 
 class GenerateRequest(InterveneRequest):
@@ -104,7 +106,9 @@ def router(registry: ModelRegistry) -> APIRouter:
     @r.post("/api/intervene")
     def intervene(req: InterveneRequest) -> dict:
         """Switch off heads and FFNs; the patterns, the output and the logit lens before and after."""
-        return run(req, lambda name: _intervene(registry, name, req))
+        from .interventions import intervene as switch_off
+        return run(req, lambda name: {"model": name, **switch_off(prepare(registry, name, req.sentence), req.heads,
+                                                                   req.ffns, req.how, MAX_NEW_TOKENS)})
 
     @r.post("/api/generate")
     def generate(req: GenerateRequest) -> dict:
@@ -114,7 +118,7 @@ def router(registry: ModelRegistry) -> APIRouter:
 
         def work(name):
             p = prepare(registry, name, req.sentence)
-            fns = ablation_hooks(p, req.heads, req.ffns)
+            fns = ablation_hooks(p, req.heads, req.ffns, req.how)
             out = generate_steps(p, req.strategy, req.max_new_tokens, req.temperature, req.top_k,
                                  req.beam_size, req.length_penalty, req.seed, fns)
             return {"model": name, "source_tokens": p.tokens, **out}
@@ -122,36 +126,3 @@ def router(registry: ModelRegistry) -> APIRouter:
 
     return r
 
-
-def _intervene(registry: ModelRegistry, name: str, req: InterveneRequest) -> dict:
-    import torch
-
-    from .interventions import ablation_hooks, logit_lens, run_patched
-    from .live import generate_steps
-
-    p = prepare(registry, name, req.sentence)
-    fns = ablation_hooks(p, req.heads, req.ffns)
-    stack = p.self_attention()
-    names = [f"{stack}.*.{'self_attn' if stack == 'dec' else 'attn'}.pattern", f"{stack}.*.out", "dec.*.out"]
-    if p.kind == "encoder-decoder":
-        names.append("dec.*.cross_attn.pattern")
-    out: dict = {"model": name, "tokens": p.tokens, "kind": p.kind}
-    tgt = None
-    if p.kind == "encoder-decoder":  # the translation with and without the intervention
-        before = generate_steps(p, "greedy", MAX_NEW_TOKENS, 1.0, 1, 1, 1.0, 0)
-        after = generate_steps(p, "greedy", MAX_NEW_TOKENS, 1.0, 1, 1, 1.0, 0, fns)
-        out["output"] = {"before": before["text"], "after": after["text"]}
-        tgt = torch.tensor([after["ids"][:-1] if len(after["ids"]) > 1 else after["ids"]])
-        out["target_tokens"] = [p.subject.tgt_tokenizer.id_to_token(i) for i in tgt[0].tolist()]
-    _, base = run_patched(p, {}, names, tgt)
-    _, patched = run_patched(p, fns, names, tgt)
-    hooks = [k for k in patched if k.endswith(".pattern")]
-    out["pattern_hooks"] = hooks
-    out["patterns"] = {k: _lists(patched[k][0], 5) for k in hooks}
-    last = [k for k in patched if k.startswith(f"{stack}.") and k.endswith(".out") and k.count(".") == 2][-1]
-    # how far each token's final representation moved: ‖after − before‖ / ‖before‖
-    delta = (patched[last] - base[last]).norm(dim=-1) / base[last].norm(dim=-1).clamp_min(1e-12)
-    out["change"] = {"hook": last, "relative": _lists(delta[0], 6)}
-    tok = p.subject.tgt_tokenizer
-    out["lens"] = None if tok is None else {"before": logit_lens(p, base, tok), "after": logit_lens(p, patched, tok)}
-    return out
