@@ -10,23 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from explorer_helpers import tiny_translator
-from fastapi.testclient import TestClient
+from explorer_helpers import client, runs_dir  # noqa: F401 (fixtures)
 from numpy_encoder import encoder_forward
 
-from glassformer.server.app import create_app
 
 SENTENCE = "猫 吃 鱼"
-
-
-@pytest.fixture(scope="module")
-def runs_dir(tmp_path_factory):
-    return tiny_translator(tmp_path_factory.mktemp("runs"))
-
-
-@pytest.fixture(scope="module")
-def client(runs_dir):
-    return TestClient(create_app(runs_dir), base_url="http://127.0.0.1:8000")  # a loopback Host (issue 16)
 
 
 @pytest.fixture(scope="module")

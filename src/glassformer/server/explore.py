@@ -4,7 +4,8 @@
     POST /api/neuron     {sentence, model, layer, query, key}   per-dimension q·k of one pair, per head
     POST /api/intervene  {sentence, model, heads, ffns}     patterns and output with parts switched off,
                                                             the logit lens per decoder layer
-    POST /api/generate   {sentence, model, strategy, ...}   decoding step by step (top k, attention, beam tree)
+    POST /api/generate   {sentence, model, strategy, ...}   decoding step by step (top k, attention, beam tree);
+                                                            with "stream": true one JSON line per step, live
 
 Mounted by `create_app` next to /api/trace; every request names a registry model, never a path,
 and a mistake is a 4xx with one line saying what would be right.
@@ -12,9 +13,11 @@ and a mistake is a 4xx with one line saying what would be right.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+import json
+from typing import Iterator, Literal, Optional
 
 from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import GlassformerError
@@ -59,6 +62,8 @@ class GenerateRequest(InterveneRequest):
     beam_size: int = Field(default=3, ge=1, le=8)
     length_penalty: float = Field(default=1.0, ge=0.0, le=5.0)
     seed: int = Field(default=0, ge=0, description="Seed of the sampler.")
+    stream: bool = Field(default=False, description="Answer one JSON line per step as it is decoded "
+                                                    "(application/x-ndjson): start, step…, done.")
 
 
 def router(registry: ModelRegistry) -> APIRouter:
@@ -112,17 +117,43 @@ def router(registry: ModelRegistry) -> APIRouter:
 
     @r.post("/api/generate")
     def generate(req: GenerateRequest) -> dict:
-        """Decode step by step: each step's top-k, the new token's attention; the beam tree."""
+        """Decode step by step: each step's top-k, the new token's attention; the beam tree.
+        With `stream`, each step is sent as soon as it is decoded (one JSON line)."""
         from .interventions import ablation_hooks
-        from .live import generate_steps
+        from .live import iter_steps
 
         def work(name):
             p = prepare(registry, name, req.sentence)
             fns = ablation_hooks(p, req.heads, req.ffns, req.how)
-            out = generate_steps(p, req.strategy, req.max_new_tokens, req.temperature, req.top_k,
-                                 req.beam_size, req.length_penalty, req.seed, fns)
-            return {"model": name, "source_tokens": p.tokens, **out}
+            events = iter_steps(p, req.strategy, req.max_new_tokens, req.temperature, req.top_k,
+                                req.beam_size, req.length_penalty, req.seed, fns)
+            start = {"model": name, "source_tokens": p.tokens}
+            if not req.stream:
+                *steps, result = events
+                return {**start, **result, "steps": steps}
+            first = next(events)  # a model that cannot generate is a 4xx before the stream starts
+            return StreamingResponse(_lines(start, first, events), media_type="application/x-ndjson")
         return run(req, work)
+
+    def _lines(start: dict, first: dict, events) -> Iterator[str]:
+        """start, step 0, 1, …, done: one JSON line each; the model runs under the lock one step at a time."""
+        yield _json({"event": "start", **start})
+        pending, index = first, 0
+        while pending is not None:
+            done = "ids" in pending  # the last record: the whole result
+            yield _json({"event": "done", **pending} if done else {"event": "step", "index": index, **pending})
+            if done:
+                return
+            index += 1
+            with _LOCK:
+                try:
+                    pending = next(events)
+                except GlassformerError as e:
+                    yield _json({"event": "error", "detail": scrub_paths(str(e), registry.runs_dir)})
+                    return
 
     return r
 
+
+def _json(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"

@@ -48,13 +48,42 @@ async function runIntervene(data) {
   out.append(p);
   const change = d.change.relative;
   heatmap(out, [change], ["‖Δ‖/‖x‖"], d.tokens, `how far each token's ${d.change.hook} moved`, { max: Math.max(1e-9, ...change), select: false });
-  const grid = document.createElement("div"); grid.className = "grid";
-  d.pattern_hooks.forEach((hook) => d.patterns[hook].forEach((P, hd) => {
-    const rows = hook.includes("cross_attn") ? d.target_tokens : d.tokens; // cross: target rows, source columns
-    heatmap(grid, P, rows, d.tokens, `after: ${hook} · head ${hd}`);
-  }));
-  out.append(grid);
+  out.append(changedPatterns(d));
   if (d.lens) out.append(lensTable(d.lens, d.target_tokens || d.tokens));
+}
+
+// The patterns after the change as thumbnails, one row per layer (as the model view); a red frame
+// marks a head whose pattern moved against the trace above (max |Δ| > 0.001); a click zooms.
+function changedPatterns(d) {
+  const box = document.createElement("div");
+  const note = document.createElement("p"); note.className = "note";
+  note.textContent = "Patterns after the change, one row per layer. A red frame marks a head whose pattern moved " +
+    "(max |Δ| > 0.001 against the trace above); hover for the number, click to open it full size.";
+  const grid = document.createElement("div"); grid.className = "model-grid"; grid.id = "iv-patterns";
+  const zoom = document.createElement("div"); zoom.id = "iv-zoom";
+  d.pattern_hooks.forEach((hook) => {
+    const r = document.createElement("div"); r.className = "model-row";
+    const lab = document.createElement("span"); lab.className = "model-label";
+    lab.textContent = hook.replace(".pattern", "").replace(".attn", "").replace("self_attn", "self").replace("cross_attn", "cross");
+    r.append(lab);
+    d.patterns[hook].forEach((P, hd) => {
+      const rows = hook.includes("cross_attn") ? d.target_tokens : d.tokens; // cross: target rows, source columns
+      const before = current && current.trace[hook] && current.trace[hook][hd];
+      const delta = before && before.length === P.length
+        ? Math.max(...P.map((row, i) => Math.max(...row.map((v, j) => Math.abs(v - before[i][j]))))) : null;
+      const [T, labels] = rows === d.tokens ? pooled(P, d.tokens, 64) : [P, rows];
+      const title = `after: ${hook} · head ${hd}` + (delta === null ? "" : ` · max |Δ| ${delta.toFixed(4)}`);
+      const c = heatmap(r, T, labels, rows === d.tokens ? labels : d.tokens, title, {
+        labels: false, values: false, select: false, cell: Math.max(2, Math.floor(64 / Math.max(labels.length, 1))),
+        onclick: () => { zoom.innerHTML = ""; heatmap(zoom, P, rows, d.tokens, title); },
+      });
+      c.title = title;
+      if (delta !== null && delta > 1e-3) c.classList.add("moved");
+    });
+    grid.append(r);
+  });
+  box.append(note, grid, zoom);
+  return box;
 }
 
 function lensTable(lens, positions) {

@@ -36,6 +36,13 @@ async function loadLesson(data) { // any model: the walkthrough's, a checkpoint,
     showStep(0);
     return;
   }
+  if (limits.lesson_tokens && data.tokens.length > limits.lesson_tokens) { // not worth a refused request
+    lesson.steps = [];
+    $("lesson-pos").textContent = "";
+    $("lesson-step").innerHTML = `<p class="hint">The lesson prints every number of every step, so it takes at most ` +
+      `${limits.lesson_tokens} tokens; this input has ${data.tokens.length}. Shorten the sentence to step through it.</p>`;
+    return;
+  }
   const body = { sentence: $("sentence").value, model: data.model, lang: lesson.lang || "en" };
   const d = await postJSON("/api/lesson", body, $("lesson-step"));
   if (!d) return;
