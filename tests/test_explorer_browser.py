@@ -120,11 +120,14 @@ def test_lesson_views_selection_and_exports(browser_page):
 def test_generation_beam_tree_and_interventions(browser_page):
     page, errors = browser_page
     _trace(page, "猫 吃 鱼", "run:tiny", 2)
+    # the lesson walks the translator's encoder too (its own checkpoint weights)
+    page.wait_for_function("/^step 1 \\/ \\d+$/.test(document.querySelector('#lesson-pos')?.textContent || '')")
+    page.locator("#lesson-box").screenshot(path=str(SHOTS / "lesson_translator.png"))
     page.wait_for_selector("#gen-run")
     page.select_option("#gen-strategy", "beam")
     page.fill("#gen-max", "4")
     page.click("#gen-run")
-    page.wait_for_selector("#gen-status[data-done]")  # streamed: one JSON line per step, drawn as it came
+    page.wait_for_selector("#gen-status[data-done]", timeout=120_000)  # streamed: one JSON line per step, drawn as it came
     page.wait_for_selector("#beam-tree")
     assert page.locator("#gen-strip .gen-token").count() == int(page.inner_text("#gen-pos").split("/")[1])
     assert page.locator("#gen-out .topk-row").count() == 5
@@ -134,7 +137,7 @@ def test_generation_beam_tree_and_interventions(browser_page):
     page.fill("#gen-max", "6")
     page.fill("#gen-temp", "2")  # letting go of the slider re-samples at the new temperature
     page.wait_for_function("document.querySelector('#gen-status').dataset.done === '1' && "
-                           "document.querySelector('#gen-text')?.textContent.startsWith('sample')")
+                           "document.querySelector('#gen-text')?.textContent.startsWith('sample')", timeout=120_000)
     page.click("#gen-strip .gen-token >> nth=0")
     page.click("#gen-next")
     assert page.inner_text("#gen-pos").strip().startswith("step 2")
@@ -144,7 +147,7 @@ def test_generation_beam_tree_and_interventions(browser_page):
     page.check("#iv-table input[data-block='enc.0.attn'][data-head='0']")
     page.select_option("#iv-how", "mean")
     page.click("#iv-apply")
-    page.wait_for_selector("#iv-summary")
+    page.wait_for_selector("#iv-summary", timeout=120_000)  # 2 × 48 greedy steps; slow on shared cores
     assert "(mean ablation): enc.0.attn head 0" in page.inner_text("#iv-summary")
     assert page.locator("#lens td").count() > 0
     page.locator("#intervene-box").screenshot(path=str(SHOTS / "interventions.png"))
@@ -196,7 +199,7 @@ def test_minilm_lesson_and_interventions(browser_page):
     page.check("#iv-table input[data-block='enc.2.attn'][data-head='5']")
     page.check("#iv-table input[data-ffn='enc.4.ffn']")
     page.click("#iv-apply")
-    page.wait_for_selector("#lens td")
+    page.wait_for_selector("#lens td", timeout=120_000)
     assert "token embedding" in page.inner_text("#lens .note")
     assert page.locator("#lens tr").count() == 1 + 7  # the header and x0, enc.0 … enc.5
     # the heads of layers 3–5 see a changed stream; layers 0–2 cannot (the head is switched off after them)
