@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
 SRC = ["猫 吃 鱼", "狗 吃 肉", "猫 追 狗", "我 爱 你"]
@@ -24,3 +25,18 @@ def tiny_translator(runs: Path, name: str = "tiny") -> Path:
     save_checkpoint(runs / name, build_model(cfg).eval(), cfg, {"src": src_tok, "tgt": tgt_tok}, None,
                     {"task": "zh_en", "step": 0})
     return runs
+
+
+@pytest.fixture(scope="module")
+def runs_dir(tmp_path_factory):
+    """A runs/ folder with the tiny translator, once per test module."""
+    return tiny_translator(tmp_path_factory.mktemp("runs"))
+
+
+@pytest.fixture(scope="module")
+def client(runs_dir):
+    """The explorer's API over that folder; a loopback Host (issue 16)."""
+    from fastapi.testclient import TestClient
+
+    from glassformer.server.app import create_app
+    return TestClient(create_app(runs_dir), base_url="http://127.0.0.1:8000")

@@ -37,7 +37,7 @@ def client(app):
 def test_models_listed_and_schema_documented(client):
     data = client.get("/api/models").json()
     assert [m["name"] for m in data["models"]] == ["walkthrough", "minilm", "run:tiny"]
-    assert data["default"] == "walkthrough" and data["limits"] == {"max_chars": 1500, "max_tokens": 256}
+    assert data["default"] == "walkthrough" and data["limits"] == {"max_chars": 1500, "max_tokens": 256, "lesson_tokens": 32}
     schema = client.get("/openapi.json").json()
     assert "/api/trace" in schema["paths"]
     body = schema["components"]["schemas"]["TraceRequest"]

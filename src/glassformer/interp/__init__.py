@@ -11,11 +11,11 @@ Every tool reads and writes activations through `glassformer.trace` hooks (no se
 mechanism); the identities they rely on are tests in tests/test_interp_*.py.
 """
 
-from .ablate import ablate, delete, deletions
+from .ablate import ablate, ablation_hooks, delete, deletions
 from .attribution import agreement, attribution_patch
 from .decompose import Decomposition, decompose
 from .lens import LogitLens, logit_lens
 from .patch import PatchResult, patch, run_patched
 
-__all__ = ["decompose", "logit_lens", "ablate", "patch", "attribution_patch", "agreement", "delete",
+__all__ = ["decompose", "logit_lens", "ablate", "ablation_hooks", "patch", "attribution_patch", "agreement", "delete",
            "deletions", "run_patched", "Decomposition", "LogitLens", "PatchResult"]

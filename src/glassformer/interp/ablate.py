@@ -64,6 +64,19 @@ def ablate(model: nn.Module, *inputs, heads=(), ffns=(), layers=(), positions: I
            how: str = "zero", reference: tuple | None = None, attn: str | None = None,
            stack: str | None = None, seed: int = 0, **kwargs) -> torch.Tensor:
     """The output of `model(*inputs)` with the given heads / FFNs / layers ablated at `positions`."""
+    fns = ablation_hooks(model, *inputs, heads=heads, ffns=ffns, layers=layers, positions=positions, how=how,
+                         reference=reference, attn=attn, stack=stack, seed=seed, **kwargs)
+    with hooks(model, fns):
+        return model(*inputs, **kwargs)
+
+
+@torch.no_grad()
+def ablation_hooks(model: nn.Module, *inputs, heads=(), ffns=(), layers=(), positions: Iterable[int] | None = None,
+                   how: str = "zero", reference: tuple | None = None, attn: str | None = None,
+                   stack: str | None = None, seed: int = 0, **kwargs) -> dict:
+    """The hook functions `ablate` runs with, {hook name: fn}, for callers that run the model
+    themselves: several forward passes (step-by-step generation) or a trace of the ablated run.
+    `inputs` are only read as the default `reference` of a mean or resample ablation."""
     if how not in HOWS:
         raise InputError(f"how={how!r} is not one of {', '.join(HOWS)}")
     st = stream_of(model, stack)
@@ -83,8 +96,7 @@ def ablate(model: nn.Module, *inputs, heads=(), ffns=(), layers=(), positions: I
             return value
         return fn
 
-    with hooks(model, {name: make(name, which) for name, which in targets.items()}):
-        return model(*inputs, **kwargs)
+    return {name: make(name, which) for name, which in targets.items()}
 
 
 def _replacements(model, targets, how, reference, seed, kwargs):

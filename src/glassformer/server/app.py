@@ -89,9 +89,10 @@ def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_to
     @app.get("/api/models")
     def models() -> dict:
         """Model names a trace request may use, the default, and the input limits."""
+        from ..walkthrough.inputs import MAX_TOKENS as LESSON_TOKENS  # the lesson prints every number
         registry.refresh()
         return {"models": registry.describe(), "default": DEFAULT_MODEL,
-                "limits": {"max_chars": max_chars, "max_tokens": max_tokens}}
+                "limits": {"max_chars": max_chars, "max_tokens": max_tokens, "lesson_tokens": LESSON_TOKENS}}
 
     @app.post("/api/trace")
     def trace(req: TraceRequest) -> JSONResponse:

@@ -4,7 +4,8 @@
     POST /api/neuron     {sentence, model, layer, query, key}   per-dimension q·k of one pair, per head
     POST /api/intervene  {sentence, model, heads, ffns}     patterns and output with parts switched off,
                                                             the logit lens per decoder layer
-    POST /api/generate   {sentence, model, strategy, ...}   decoding step by step (top k, attention, beam tree)
+    POST /api/generate   {sentence, model, strategy, ...}   decoding step by step (top k, attention, beam tree);
+                                                            with "stream": true one JSON line per step, live
 
 Mounted by `create_app` next to /api/trace; every request names a registry model, never a path,
 and a mistake is a 4xx with one line saying what would be right.
@@ -12,14 +13,16 @@ and a mistake is a 4xx with one line saying what would be right.
 
 from __future__ import annotations
 
-from typing import Literal, Optional
+import json
+from typing import Iterator, Literal, Optional
 
 from fastapi import APIRouter, HTTPException
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import GlassformerError
 from .guard import scrub_paths
-from .models import _LOCK, DEFAULT_MODEL, ModelRegistry, _lists, _steps
+from .models import _LOCK, DEFAULT_MODEL, ModelRegistry, _steps
 from .subjects import prepare
 
 MAX_NEW_TOKENS = 48
@@ -33,6 +36,8 @@ class _Request(BaseModel):
 
 class LessonRequest(_Request):
     lang: Literal["en", "zh"] = Field(default="en", description="Narration language.")
+    max_cols: int = Field(default=64, ge=1, le=4096,
+                          description="Columns sent per table (MiniLM's FFN has 1536); `cols_total` says how many exist.")
 
 
 class NeuronRequest(_Request):
@@ -45,6 +50,8 @@ class InterveneRequest(_Request):
     heads: list[tuple[str, int]] = Field(default=[], max_length=256,
                                          description='Heads to switch off: [["enc.0.attn", 1], ...].')
     ffns: list[str] = Field(default=[], max_length=64, description='FFNs to switch off: ["enc.1.ffn", ...].')
+    how: Literal["zero", "mean"] = Field(default="zero", description="Replace with 0 or with the mean over "
+                                                                     "this sentence's positions (interp.ablate).")
 
 
 class GenerateRequest(InterveneRequest):
@@ -55,6 +62,8 @@ class GenerateRequest(InterveneRequest):
     beam_size: int = Field(default=3, ge=1, le=8)
     length_penalty: float = Field(default=1.0, ge=0.0, le=5.0)
     seed: int = Field(default=0, ge=0, description="Seed of the sampler.")
+    stream: bool = Field(default=False, description="Answer one JSON line per step as it is decoded "
+                                                    "(application/x-ndjson): start, step…, done.")
 
 
 def router(registry: ModelRegistry) -> APIRouter:
@@ -80,14 +89,16 @@ def router(registry: ModelRegistry) -> APIRouter:
         """Seed 000 ch. 7's steps for the sentence, each with formula, shape, tables and narration."""
         def work(name):
             from ..walkthrough import build
+            from ..walkthrough.build import build_loaded
             if name == DEFAULT_MODEL:
                 result = build(req.sentence, random_embeddings=True)
-            elif name.startswith("run:"):
+            elif name.startswith("run:"):  # the checkpoint's own float64 walk, as `walkthrough --ckpt`
                 result = build(req.sentence, ckpt=str(registry._runs[name]))
-            else:
-                raise GlassformerError(f"the lesson runs the walkthrough model or a checkpoint (run:...); "
-                                       f"{name!r} has no walkthrough parameters — use the head and model views")
-            return {"model": name, "tokens": result["tokens"], "lang": req.lang, "steps": _steps(result, req.lang)}
+            else:  # a pretrained model (MiniLM): its tokenizer's tokens, [CLS] and [SEP] included
+                p = prepare(registry, name, req.sentence)
+                result = build_loaded(p.model, p.tokens, p.ids)
+            return {"model": name, "tokens": result["tokens"], "lang": req.lang,
+                    "steps": _steps(result, req.lang, req.max_cols)}
         return run(req, work)
 
     @r.post("/api/neuron")
@@ -100,54 +111,49 @@ def router(registry: ModelRegistry) -> APIRouter:
     @r.post("/api/intervene")
     def intervene(req: InterveneRequest) -> dict:
         """Switch off heads and FFNs; the patterns, the output and the logit lens before and after."""
-        return run(req, lambda name: _intervene(registry, name, req))
+        from .interventions import intervene as switch_off
+        return run(req, lambda name: {"model": name, **switch_off(prepare(registry, name, req.sentence), req.heads,
+                                                                   req.ffns, req.how, MAX_NEW_TOKENS)})
 
     @r.post("/api/generate")
     def generate(req: GenerateRequest) -> dict:
-        """Decode step by step: each step's top-k, the new token's attention; the beam tree."""
+        """Decode step by step: each step's top-k, the new token's attention; the beam tree.
+        With `stream`, each step is sent as soon as it is decoded (one JSON line)."""
         from .interventions import ablation_hooks
-        from .live import generate_steps
+        from .live import iter_steps
 
         def work(name):
             p = prepare(registry, name, req.sentence)
-            fns = ablation_hooks(p, req.heads, req.ffns)
-            out = generate_steps(p, req.strategy, req.max_new_tokens, req.temperature, req.top_k,
-                                 req.beam_size, req.length_penalty, req.seed, fns)
-            return {"model": name, "source_tokens": p.tokens, **out}
+            fns = ablation_hooks(p, req.heads, req.ffns, req.how)
+            events = iter_steps(p, req.strategy, req.max_new_tokens, req.temperature, req.top_k,
+                                req.beam_size, req.length_penalty, req.seed, fns)
+            start = {"model": name, "source_tokens": p.tokens}
+            if not req.stream:
+                *steps, result = events
+                return {**start, **result, "steps": steps}
+            first = next(events)  # a model that cannot generate is a 4xx before the stream starts
+            return StreamingResponse(_lines(start, first, events), media_type="application/x-ndjson")
         return run(req, work)
+
+    def _lines(start: dict, first: dict, events) -> Iterator[str]:
+        """start, step 0, 1, …, done: one JSON line each; the model runs under the lock one step at a time."""
+        yield _json({"event": "start", **start})
+        pending, index = first, 0
+        while pending is not None:
+            done = "ids" in pending  # the last record: the whole result
+            yield _json({"event": "done", **pending} if done else {"event": "step", "index": index, **pending})
+            if done:
+                return
+            index += 1
+            with _LOCK:
+                try:
+                    pending = next(events)
+                except GlassformerError as e:
+                    yield _json({"event": "error", "detail": scrub_paths(str(e), registry.runs_dir)})
+                    return
 
     return r
 
 
-def _intervene(registry: ModelRegistry, name: str, req: InterveneRequest) -> dict:
-    import torch
-
-    from .interventions import ablation_hooks, logit_lens, run_patched
-    from .live import generate_steps
-
-    p = prepare(registry, name, req.sentence)
-    fns = ablation_hooks(p, req.heads, req.ffns)
-    stack = p.self_attention()
-    names = [f"{stack}.*.{'self_attn' if stack == 'dec' else 'attn'}.pattern", f"{stack}.*.out", "dec.*.out"]
-    if p.kind == "encoder-decoder":
-        names.append("dec.*.cross_attn.pattern")
-    out: dict = {"model": name, "tokens": p.tokens, "kind": p.kind}
-    tgt = None
-    if p.kind == "encoder-decoder":  # the translation with and without the intervention
-        before = generate_steps(p, "greedy", MAX_NEW_TOKENS, 1.0, 1, 1, 1.0, 0)
-        after = generate_steps(p, "greedy", MAX_NEW_TOKENS, 1.0, 1, 1, 1.0, 0, fns)
-        out["output"] = {"before": before["text"], "after": after["text"]}
-        tgt = torch.tensor([after["ids"][:-1] if len(after["ids"]) > 1 else after["ids"]])
-        out["target_tokens"] = [p.subject.tgt_tokenizer.id_to_token(i) for i in tgt[0].tolist()]
-    _, base = run_patched(p, {}, names, tgt)
-    _, patched = run_patched(p, fns, names, tgt)
-    hooks = [k for k in patched if k.endswith(".pattern")]
-    out["pattern_hooks"] = hooks
-    out["patterns"] = {k: _lists(patched[k][0], 5) for k in hooks}
-    last = [k for k in patched if k.startswith(f"{stack}.") and k.endswith(".out") and k.count(".") == 2][-1]
-    # how far each token's final representation moved: ‖after − before‖ / ‖before‖
-    delta = (patched[last] - base[last]).norm(dim=-1) / base[last].norm(dim=-1).clamp_min(1e-12)
-    out["change"] = {"hook": last, "relative": _lists(delta[0], 6)}
-    tok = p.subject.tgt_tokenizer
-    out["lens"] = None if tok is None else {"before": logit_lens(p, base, tok), "after": logit_lens(p, patched, tok)}
-    return out
+def _json(record: dict) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")) + "\n"

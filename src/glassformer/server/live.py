@@ -6,16 +6,23 @@ keeps, per step: the next-token distribution's top k, the token picked, and the 
 the new query — cross-attention over the source for a translator, self-attention for an LM.
 Beam search keeps its whole tree: every candidate kept at every step, with its parent.
 
-Greedy picks argmax; sampling draws from softmax(logits / temperature) with a seeded generator;
-beam search follows `glassformer.beam`'s rules (2K candidates, an eos counts only within the top
-K, score / length**alpha, stop when no running beam can beat the worst kept hypothesis).
+Greedy picks argmax; sampling draws with `glassformer.generate.sample_next` from a seeded generator
+(so the same seed gives the same tokens as `generate(..., strategy="sample")`); beam search follows
+`glassformer.beam`'s rules (2K candidates, an eos counts only within the top K, score / length**alpha,
+stop when no running beam can beat the worst kept hypothesis).
+
+`iter_steps` yields one record per decoding step as soon as it is computed, then the result: the
+server streams them (one JSON line each), so the page shows generation as it happens.
 """
 
 from __future__ import annotations
 
+from typing import Iterator
+
 import torch
 
 from ..errors import InputError
+from ..generate import sample_next
 from .interventions import run_patched
 from .subjects import Prepared
 
@@ -47,40 +54,49 @@ def _top(probs: torch.Tensor, k: int, tok) -> list[dict]:
 def generate_steps(p: Prepared, strategy: str, max_new_tokens: int, temperature: float, top_k: int,
                    beam_size: int, length_penalty: float, seed: int, fns: dict | None = None) -> dict:
     """Decode with every step's record; `fns` (interventions) patch each forward pass."""
+    *steps, result = iter_steps(p, strategy, max_new_tokens, temperature, top_k, beam_size, length_penalty, seed, fns)
+    return {**result, "steps": steps}
+
+
+def iter_steps(p: Prepared, strategy: str, max_new_tokens: int, temperature: float, top_k: int,
+               beam_size: int, length_penalty: float, seed: int, fns: dict | None = None) -> Iterator[dict]:
+    """Each step's record as it is decoded, then {"strategy", "ids", "text", "tree"}."""
     prefix, hook = _prefix(p)
     tok = p.subject.tgt_tokenizer
     if tok is None:
         raise InputError(f"model {p.subject.name!r} has no target tokenizer to show generated tokens with")
     fns = fns or {}
     if strategy == "beam":
-        return _beam(p, prefix, hook, fns, tok, max_new_tokens, beam_size, length_penalty, top_k)
+        yield from _beam(p, prefix, hook, fns, tok, max_new_tokens, beam_size, length_penalty, top_k)
+        return
     eos = p.model.config.eos_id
     gen = torch.Generator().manual_seed(seed)
-    seq, steps = list(prefix), []
+    seq = list(prefix)
     for _ in range(max_new_tokens):
         logits, attention = _step(p, seq, hook, fns)
         probs = torch.softmax(logits / (temperature if strategy == "sample" else 1.0), dim=-1)
         if strategy == "greedy":
             t = int(logits.argmax())
         else:
-            t = int(torch.multinomial(probs, 1, generator=gen))
-        steps.append({"id": t, "token": tok.id_to_token(t), "p": round(float(probs[t]), 6),
-                      "top": _top(probs, top_k, tok), "attention": {k: v.tolist() for k, v in attention.items()}})
+            t = int(sample_next(logits[None], temperature, generator=gen)[0])
+        yield {"id": t, "token": tok.id_to_token(t), "p": round(float(probs[t]), 6),
+               "top": _top(probs, top_k, tok), "attention": {k: v.tolist() for k, v in attention.items()}}
         seq.append(t)
         if t == eos:
             break
     new = seq[len(prefix):]
-    return {"strategy": strategy, "ids": seq, "text": tok.decode(new), "steps": steps, "tree": None}
+    yield {"strategy": strategy, "ids": seq, "text": tok.decode(new), "tree": None}
 
 
-def _beam(p, prefix, hook, fns, tok, max_new_tokens, K, alpha, top_k) -> dict:
-    """Beam search that keeps its tree: nodes {id, parent, token, score, step, finished}."""
+def _beam(p, prefix, hook, fns, tok, max_new_tokens, K, alpha, top_k) -> Iterator[dict]:
+    """Beam search that keeps its tree: nodes {id, parent, token, score, step, finished}; each step's
+    record carries the nodes it added, the last one the whole tree."""
     eos = p.model.config.eos_id
     nodes = [{"id": 0, "parent": None, "token": "<start>", "score": 0.0, "step": 0, "finished": False}]
     beams = [(0.0, list(prefix), 0)]  # (summed log prob, ids, node)
     finished: list[tuple[float, list[int], int]] = []  # (normalised score, ids, node)
-    steps = []
     for step in range(1, max_new_tokens + 1):
+        grown = len(nodes)
         cands = []
         first_probs = None
         for score, seq, node in beams:
@@ -104,7 +120,8 @@ def _beam(p, prefix, hook, fns, tok, max_new_tokens, K, alpha, top_k) -> dict:
                 finished.append((s / step ** alpha, seq + [t], len(nodes) - 1))
             else:
                 kept.append((s, seq + [t], len(nodes) - 1))
-        steps.append({"top": _top(first_probs, top_k, tok), "beams": [tok.decode(s[len(prefix):]) for _, s, _ in kept]})
+        yield {"top": _top(first_probs, top_k, tok), "beams": [tok.decode(s[len(prefix):]) for _, s, _ in kept],
+               "nodes": nodes[grown:]}
         finished = sorted(finished, key=lambda f: -f[0])[:K]
         if not kept or (len(finished) >= K and finished[-1][0] >=
                         kept[0][0] / (max_new_tokens if alpha > 0 else step) ** alpha):
@@ -117,5 +134,5 @@ def _beam(p, prefix, hook, fns, tok, max_new_tokens, K, alpha, top_k) -> dict:
     while n is not None:
         path.append(n)
         n = nodes[n]["parent"]
-    return {"strategy": "beam", "ids": best, "text": tok.decode(best[len(prefix):]), "steps": steps,
-            "tree": {"nodes": nodes, "best": path[::-1], "score": round(best_score, 6)}}
+    yield {"strategy": "beam", "ids": best, "text": tok.decode(best[len(prefix):]),
+           "tree": {"nodes": nodes, "best": path[::-1], "score": round(best_score, 6)}}

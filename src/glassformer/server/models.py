@@ -149,16 +149,18 @@ def _translate(subject, src_ids: list[int]) -> dict:
     }
 
 
-def _steps(result: dict, lang: str = "en") -> list[dict] | None:
-    """The walkthrough's narrated step tables, as JSON."""
+def _steps(result: dict, lang: str = "en", max_cols: int | None = None) -> list[dict] | None:
+    """The walkthrough's narrated step tables, as JSON; each table cut to its first `max_cols` columns."""
     from ..walkthrough.steps import build_steps
     steps = []
     for s in build_steps(result, lang):
+        tables = []
+        for t in s.tables:
+            cols, values, _ = t.view(max_cols or len(t.cols))
+            tables.append({"caption": t.caption, "rows": list(t.rows), "cols": list(cols), "cols_total": len(t.cols),
+                           "values": [[_cell(v) for v in row] for row in np.asarray(values).tolist()]})
         steps.append({"title": s.title, "formula": s.formula, "shape": s.shape, "text": s.text,
-                      "level": s.level,
-                      "tables": [{"caption": t.caption, "rows": list(t.rows), "cols": list(t.cols),
-                                  "values": [[_cell(v) for v in row] for row in np.asarray(t.values).tolist()]}
-                                 for t in s.tables]})
+                      "level": s.level, "tables": tables})
     return steps
 
 

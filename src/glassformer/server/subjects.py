@@ -8,9 +8,10 @@ tokens, seed 000 §7.1), every other name comes from the registry, never from a 
 
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 
@@ -27,6 +28,7 @@ class Prepared:
     ids: list[int]
     tokens: list[str]
     float64: bool  # the walkthrough computes in float64, its PE included (walkthrough/build.py)
+    vocab: Callable[[int], str] | None = None  # id -> token of the vocabulary the logit lens reads into
 
     @property
     def model(self) -> torch.nn.Module:
@@ -73,11 +75,21 @@ def prepare(registry: ModelRegistry, name: str, sentence: str) -> Prepared:
     registry.check(name)
     if name == DEFAULT_MODEL:
         from ..walkthrough.build import seed_model
-        model, tokens, ids, _, _ = seed_model(sentence, random_embeddings=True)
+        model, tokens, ids, vocab, _ = seed_model(sentence, random_embeddings=True)
         model = model.to(torch.float64).eval()
         subject = Subject(DEFAULT_MODEL, model, "encoder", lambda _text: (ids, tokens))
-        return Prepared(subject, ids, tokens, float64=True)
+        return Prepared(subject, ids, tokens, float64=True, vocab=vocab.__getitem__)
     subject = registry._subject(name)
     ids, tokens = subject.encode(sentence)
     registry._check_length(len(ids))
-    return Prepared(subject, ids, tokens, float64=False)
+    vocab = subject.tgt_tokenizer.id_to_token if subject.tgt_tokenizer is not None else None
+    if name == "minilm":  # an encoder: the lens reads into its WordPiece vocabulary (interp/lens.py)
+        vocab = _wordpiece_vocab().__getitem__
+    return Prepared(subject, ids, tokens, float64=False, vocab=vocab)
+
+
+@functools.lru_cache(maxsize=1)
+def _wordpiece_vocab() -> list[str]:
+    """MiniLM's tokens by id: line i of its vocab.txt is token i (BERT's convention)."""
+    from ..pretrained import model_dir
+    return (model_dir("minilm") / "vocab.txt").read_text(encoding="utf-8").splitlines()

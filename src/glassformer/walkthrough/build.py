@@ -86,15 +86,10 @@ def build(sentence: str | None = None, seed: int = 0, ckpt: str | None = None,
     if model.config.pe == "learned" and len(ids) > model.config.max_len:
         raise InputError(f"the sentence has {len(ids)} tokens but the learned position table holds "
                          f"{model.config.max_len} positions; shorten it")
-    id_tensor = torch.tensor([ids])
     before = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # the sinusoids too are computed in float64
     try:
-        with torch.no_grad():
-            if model.config.arch == "encoder-decoder":
-                _, trace = _trace_encoder(model, id_tensor)
-            else:
-                _, trace = model.run_with_trace(id_tensor)
+        trace = _trace_stack(model, ids)
     finally:
         torch.set_default_dtype(before)
     result = {
@@ -111,6 +106,40 @@ def build(sentence: str | None = None, seed: int = 0, ckpt: str | None = None,
     }
     result["analysis"] = analyse(result)
     return result
+
+
+def build_loaded(model: torch.nn.Module, tokens: list[str], ids: list[int], source: str = "pretrained") -> dict:
+    """The same result for a model already loaded elsewhere (MiniLM, a Hugging Face conversion).
+
+    The model is shared (the explorer keeps one copy), so it runs in its own dtype, float32 for a
+    pretrained one, and is not converted; `params` are the weights as arrays (only their shapes are
+    read by the analysis), not the nested lists a JSON file needs.
+    """
+    from .inputs import MAX_TOKENS
+    if len(ids) > MAX_TOKENS:
+        raise InputError(f"the sentence has {len(ids)} tokens; the walkthrough prints every number "
+                         f"and takes at most {MAX_TOKENS} (shorten it)")
+    stack = "dec" if model.config.arch == "decoder" else "enc"
+    result = {
+        "tokens": list(tokens),
+        "config": model.config.to_dict(),
+        "params": {k: v.detach().cpu().numpy() for k, v in model.state_dict().items()},
+        "trace": _trace_stack(model, ids).to_lists(drop_batch=True),
+        "ids": list(ids),
+        "embedding_source": {t: source for t in tokens},
+        "stack": stack,
+    }
+    result["analysis"] = analyse(result)
+    return result
+
+
+def _trace_stack(model, ids: list[int]):
+    """Every hook of the stack the chapter walks: the encoder (of a translator too) or an LM's decoder."""
+    id_tensor = torch.tensor([ids])
+    with torch.no_grad():
+        if model.config.arch == "encoder-decoder":
+            return _trace_encoder(model, id_tensor)[1]
+        return model.run_with_trace(id_tensor)[1]
 
 
 def _trace_encoder(model, ids: torch.Tensor):

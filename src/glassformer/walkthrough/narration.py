@@ -25,6 +25,8 @@ TEXT = {
                        "nothing exists past its last row — no extrapolation (§3.3, §3.5).",
         "pos_bias": "This model adds no position vector to the embedding; instead each head adds a bias that "
                     "depends on the distance between query and key to its scores (§3.5).",
+        "segment": "BERT adds a third vector: which sentence (A or B) the token belongs to. With one sentence "
+                   "every row is the same segment-A vector.",
         "embed_norm": "A norm right after the input side, as BERT does.",
         "x0": "The stamp is added, not concatenated, to the meaning (§3.4): X₀ = E + PE — the same word, now "
               "with a place in the sentence.",
@@ -73,6 +75,7 @@ TEXT = {
                "后面的维度波动慢——既有细刻度也有粗刻度（§3.3）。{note}",
         "pos_learned": "可学习的位置表给每个位置一个训练出来的向量（BERT、GPT-2 的做法）：灵活，但超出表的最后一行就无能为力——不能外推（§3.3、§3.5）。",
         "pos_bias": "这个模型不往词向量上加位置向量，而是给每个头的注意力分数加一个只和两个词距离有关的偏置（§3.5）。",
+        "segment": "BERT 还加第三个向量：这个词属于第几句（A 或 B）。只有一句话时，每一行都是同一个 A 句向量。",
         "embed_norm": "输入端紧接着做一次归一化（BERT 的做法）。",
         "x0": "位置编码是“加”到词义上的，不是拼接（§3.4）：X₀ = E + PE——同一个词，现在多了“我排第几”的印记。",
         "norm1_pre": "Pre-LN：先归一化，再交给注意力；残差通路保留原始的 X（§4.4）。",
@@ -114,7 +117,7 @@ ZH_TITLES = [
     ("Cosine drift from X₀ (§7.3)", "相对 X₀ 的余弦漂移（§7.3）"),
     ("Pairwise cosine similarity (§7.4)", "两两余弦相似度（§7.4）"),
     ("Token embeddings E", "词嵌入 E"), ("Positional encoding PE", "位置编码 PE"),
-    ("Position bias", "位置偏置"), ("Embedding norm", "输入归一化"),
+    ("Position bias", "位置偏置"), ("Embedding norm", "输入归一化"), ("Segment embedding", "句子段嵌入"),
     ("Norm before attention", "注意力之前的归一化"), ("Norm before the FFN", "FFN 之前的归一化"),
     ("scores Q·Kᵀ", "注意力分数 Q·Kᵀ"), ("head output", "头的输出"), ("Concat", "拼接"),
     ("Add (residual)", "相加（残差）"), ("Norm →", "归一化 →"), ("gate", "门"), ("output X", "输出 X"),
@@ -155,6 +158,8 @@ def _source(lang: str, result: dict) -> str:
     if rand:
         parts.append(f"{', '.join(rand)}: seeded random vectors (the seed gives them no embedding)." if lang == "en"
                      else f"{'、'.join(rand)}：原文没有给出它们的向量，这里用随机种子生成。")
+    if any(s == "pretrained" for s in src.values()):
+        parts.append("Rows of the pretrained model's table." if lang == "en" else "来自预训练模型的词表。")
     if any(s == "checkpoint" for s in src.values()):
         parts.append("Rows of the trained checkpoint's table." if lang == "en" else "来自训练好的检查点。")
     return " ".join(parts)

@@ -92,9 +92,14 @@ def build_steps(result: dict, lang: str | None = "en") -> list[Step]:
         add("pos_bias", f"Position bias ({cfg['pe']})", "added to QKᵀ/√d_k in every layer",
             [Table(f"head {h + 1}", [f"{t}(Q)" for t in tokens], [f"{t}(K)" for t in tokens], bias[h])
              for h in range(bias.shape[0])])
+    summed = "E + PE" if absolute else "E"
+    if "segment" in trace:  # BERT: a sentence-A/B vector is added too (Devlin et al. 2019, Fig. 2)
+        add("segment", "Segment embedding S", "S = W_seg[segment]", trace["segment"])
+        summed += " + S"
     if "embed_norm" in trace:
-        add("embed_norm", "Embedding norm", "LN(E + PE)", trace["embed_norm"])
-    add("x0", "X₀ = E + PE" if absolute else "X₀ = E", "X₀ = E + PE" if absolute else "X₀ = E", trace["x0"])
+        add("embed_norm", "Embedding norm", f"LN({summed})", trace["embed_norm"])
+        summed = f"LN({summed})"
+    add("x0", f"X₀ = {summed}", f"X₀ = {summed}", trace["x0"])
 
     pre = cfg["norm_position"] == "pre"
     attn = attention_name(result)

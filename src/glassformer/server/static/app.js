@@ -3,6 +3,7 @@
 
 const $ = (id) => document.getElementById(id);
 let current = null; // the last /api/trace response
+let limits = {}; // GET /api/models' input limits
 
 // ---- colours: viridis-like ramp for [0, 1] patterns, blue-white-red for signed values ----
 const RAMP = [[68, 1, 84], [59, 82, 139], [33, 145, 140], [94, 201, 98], [253, 231, 37]];
@@ -126,6 +127,7 @@ async function loadModels() {
   sel.innerHTML = "";
   data.models.forEach((m) => sel.add(new Option(m.name, m.name)));
   sel.value = data.default;
+  limits = data.limits;
   $("sentence").maxLength = data.limits.max_chars;
 }
 

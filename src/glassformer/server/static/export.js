@@ -21,6 +21,7 @@ function heatmapSVG(canvas) {
 }
 
 function figureSVG(el) {
+  if (el.toSVG) return el.toSVG(); // a canvas view that knows its own vector form (the long head view)
   if (el.tagName.toLowerCase() === "canvas") return heatmapSVG(el);
   const copy = el.cloneNode(true);
   copy.setAttribute("xmlns", SVG_NS);

@@ -28,15 +28,19 @@ function lessonShell() {
   lang.addEventListener("change", () => { lesson.lang = lang.value; loadLesson(current); });
 }
 
-async function loadLesson(data) {
-  if (!(data.model === "walkthrough" || data.model.startsWith("run:") || data.steps)) { // MiniLM: no lesson tables
-    $("lesson-box").hidden = true; return;
-  }
+async function loadLesson(data) { // any model: the walkthrough's, a checkpoint, MiniLM
   lessonShell();
   if (window.GLASSFORMER_DATA) { // offline, or a model without the walkthrough's tables
     if (!data.steps) { $("lesson-box").hidden = true; return; }
     lesson.steps = data.steps.filter((s) => s.level !== 1); lesson.tokens = data.tokens;
     showStep(0);
+    return;
+  }
+  if (limits.lesson_tokens && data.tokens.length > limits.lesson_tokens) { // not worth a refused request
+    lesson.steps = [];
+    $("lesson-pos").textContent = "";
+    $("lesson-step").innerHTML = `<p class="hint">The lesson prints every number of every step, so it takes at most ` +
+      `${limits.lesson_tokens} tokens; this input has ${data.tokens.length}. Shorten the sentence to step through it.</p>`;
     return;
   }
   const body = { sentence: $("sentence").value, model: data.model, lang: lesson.lang || "en" };
@@ -63,7 +67,10 @@ function showStep(i) {
 
 function lessonTable(t) {
   const tbl = document.createElement("table"); tbl.className = "lesson-table";
-  if (t.caption) tbl.createCaption().textContent = t.caption;
+  const cut = t.cols_total && t.cols_total > t.cols.length; // MiniLM's 384 or 1536 columns: the first ones
+  if (t.caption || cut) {
+    tbl.createCaption().textContent = (t.caption || "") + (cut ? ` (first ${t.cols.length} of ${t.cols_total} columns)` : "");
+  }
   const head = tbl.createTHead().insertRow();
   head.append(document.createElement("th"));
   t.cols.forEach((c) => { const th = document.createElement("th"); th.textContent = c; head.append(th); });

@@ -29,6 +29,9 @@ function viewSection(parent, id, title, note) {
 }
 
 // ---- head view ----
+const HV = { W: 420, xl: 150, xr: 270, min: 0.02 }; // geometry; lines under 2% carry nothing a reader can see
+const LONG_INPUT = 64; // past this many tokens the head view is one canvas, not thousands of SVG lines
+
 function drawHeadView() {
   const data = current;
   const sec = viewSection($("views"), "head-view", "Head view",
@@ -46,11 +49,22 @@ function drawHeadView() {
     b.append(c, ` head ${h}`); bar.append(b);
   });
   sec.append(bar);
-  const W = 420, xl = 150, xr = 270;
+  const from = selected.size ? [...selected].filter((i) => i < n) : toks.map((_, i) => i);
+  const lines = []; // [head, query, key, weight]
+  [...on].forEach((h) => from.forEach((i) => P[h][i].forEach((w, j) => { if (w >= HV.min) lines.push([h, i, j, w]); })));
+  if (n > LONG_INPUT) {
+    const hint = document.createElement("p"); hint.className = "hint"; hint.id = "hv-hint";
+    hint.textContent = `${n} tokens: drawn on a canvas. ` + (selected.size
+      ? `Showing the lines of ${selected.size} selected token(s); click a selected token again to see every token's lines.`
+      : "Every token's lines are drawn at once (a dense fan); click a token on the left (shift-click adds) to follow only its lines.");
+    sec.append(hint);
+    sec.append(headCanvas(toks, lines, row, hook));
+    return;
+  }
+  const { W, xl, xr } = HV;
   const svg = svgEl("svg", { width: W, height: row * n + 30, class: "figure-svg", "data-title": `head view ${hook}`,
     "font-family": "Noto Sans CJK SC, sans-serif", "font-size": Math.min(13, row - 2) });
   svgEl("rect", { width: W, height: row * n + 30, fill: "#fff" }, svg);
-  const from = selected.size ? [...selected] : (n <= 64 ? toks.map((_, i) => i) : []);
   const y = (i) => 20 + i * row + row / 2;
   toks.forEach((t, i) => {
     const a = svgEl("text", { x: xl - 6, y: y(i), "text-anchor": "end", "dominant-baseline": "middle",
@@ -60,12 +74,60 @@ function drawHeadView() {
     const b = svgEl("text", { x: xr + 6, y: y(i), "dominant-baseline": "middle", fill: "#222" }, svg);
     b.textContent = t;
   });
-  [...on].forEach((h) => from.forEach((i) => P[h][i].forEach((w, j) => {
-    if (w < 0.02) return; // the faintest lines carry nothing a reader can see
-    svgEl("line", { x1: xl, y1: y(i), x2: xr, y2: y(j), stroke: HEAD_COLOURS[h % HEAD_COLOURS.length],
-      "stroke-opacity": Math.min(1, w).toFixed(3), "stroke-width": 2, class: "hv-line" }, svg);
-  })));
+  lines.forEach(([h, i, j, w]) => svgEl("line", { x1: xl, y1: y(i), x2: xr, y2: y(j), stroke: HEAD_COLOURS[h % HEAD_COLOURS.length],
+    "stroke-opacity": Math.min(1, w).toFixed(3), "stroke-width": 2, class: "hv-line" }, svg));
   sec.append(svg);
+}
+
+// The head view of a long input on one canvas: lines batched by head and by opacity (ten levels),
+// so 256 tokens × 12 heads is ~120 strokes, not tens of thousands of DOM nodes (bertviz #82).
+function headCanvas(toks, lines, row, hook) {
+  const { W, xl, xr } = HV, n = toks.length, H = row * n + 30;
+  const y = (i) => 20 + i * row + row / 2;
+  const box = document.createElement("figure"); box.className = "heatmap-box";
+  const c = document.createElement("canvas");
+  c.width = W; c.height = H; c.className = "hv-canvas";
+  Object.assign(c.dataset, { title: `head view ${hook}`, lines: String(lines.length), row: String(row) });
+  const ctx = c.getContext("2d");
+  ctx.fillStyle = "#fff"; ctx.fillRect(0, 0, W, H);
+  ctx.font = `${Math.min(13, row - 1)}px Noto Sans CJK SC, sans-serif`; ctx.textBaseline = "middle";
+  toks.forEach((t, i) => {
+    ctx.fillStyle = selected.has(i) ? "#ff2d55" : "#222";
+    ctx.textAlign = "right"; ctx.fillText(String(t).slice(0, 16), xl - 6, y(i));
+    ctx.fillStyle = "#222"; ctx.textAlign = "left"; ctx.fillText(String(t).slice(0, 16), xr + 6, y(i));
+  });
+  const batches = new Map();
+  lines.forEach((ln) => {
+    const key = `${ln[0]}|${Math.min(10, Math.ceil(ln[3] * 10))}`;
+    if (!batches.has(key)) batches.set(key, []);
+    batches.get(key).push(ln);
+  });
+  ctx.lineWidth = 1.5;
+  batches.forEach((group, key) => {
+    const [h, level] = key.split("|").map(Number);
+    ctx.strokeStyle = HEAD_COLOURS[h % HEAD_COLOURS.length]; ctx.globalAlpha = level / 10;
+    ctx.beginPath();
+    group.forEach(([, i, j]) => { ctx.moveTo(xl, y(i)); ctx.lineTo(xr, y(j)); });
+    ctx.stroke();
+  });
+  ctx.globalAlpha = 1;
+  c.addEventListener("click", (e) => { // a click on a token (either column) selects it
+    const r = c.getBoundingClientRect(), i = Math.floor(((e.clientY - r.top) * (H / r.height) - 20) / row);
+    if (i >= 0 && i < n) selectToken(i, e.shiftKey || e.ctrlKey || e.metaKey);
+  });
+  c.toSVG = () => { // the export: the same lines as SVG, one <line> each
+    const esc = (t) => String(t).replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
+    const out = [`<svg xmlns="${SVG_NS}" width="${W}" height="${H}" font-family="Noto Sans CJK SC, sans-serif" font-size="${Math.min(13, row - 1)}">`,
+      `<rect width="${W}" height="${H}" fill="#fff"/>`, `<title>${esc(c.dataset.title)}</title>`];
+    toks.forEach((t, i) => out.push(`<text x="${xl - 6}" y="${y(i)}" text-anchor="end" dominant-baseline="middle">${esc(t)}</text>`,
+      `<text x="${xr + 6}" y="${y(i)}" dominant-baseline="middle">${esc(t)}</text>`));
+    lines.forEach(([h, i, j, w]) => out.push(`<line x1="${xl}" y1="${y(i)}" x2="${xr}" y2="${y(j)}" ` +
+      `stroke="${HEAD_COLOURS[h % HEAD_COLOURS.length]}" stroke-opacity="${Math.min(1, w).toFixed(3)}" stroke-width="1.5"/>`));
+    out.push("</svg>");
+    return out.join("\n");
+  };
+  box.append(c);
+  return box;
 }
 
 // ---- model view ----
