@@ -39,9 +39,9 @@ def section(results: dict, label: str, source: str) -> list[str]:
                 f" {b['fraction']:.0%} of the bound (HF GPT-2 {b['hf_fraction']:.0%})."]
     wins: dict[str, list[str]] = {}
     for r in results.get("gemm_routes", []):
-        wins.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}")
+        wins.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}/{r['threads']}t")
     if wins:
-        out += ["", "GEMM route per shape class (rows ≤ · K · N): "
+        out += ["", "GEMM route per shape class (rows ≤ × K × N / threads): "
                 + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(wins.items())) + "."]
     return out
 
@@ -50,7 +50,8 @@ def render(runs: list[tuple[Path, str]], into: Path) -> str:
     lines = [BEGIN, "## One table per machine kind", ""]
     for path, label in runs:
         results = json.loads(path.read_text(encoding="utf-8"))
-        lines += section(results, label, path.relative_to(into.parent).as_posix()) + [""]
+        report = path.with_suffix(".md") if path.with_suffix(".md").is_file() else path
+        lines += section(results, label, report.relative_to(into.parent).as_posix()) + [""]
     return "\n".join(lines + [END])
 
 

@@ -41,7 +41,7 @@ def test_one_table_per_machine_rewritten_in_place(tmp_path):
     assert "| greedy decoding batch 1 vs weight-streaming bound | 75% | ≥ 70 %, same tokens | yes |" in text
     assert "| encoder forward vs HF BertModel | 0.97× | ≥ 1.0× | **no** |" in text
     assert "6.00 ms per token against a weight-streaming pass of 4.50 ms (12.3 GB/s): 50% of the bound" in text
-    assert "blas won 1×384×1152; onednn won 256×384×1152" in text
+    assert "blas won 1×384×1152/2t; onednn won 256×384×1152/2t" in text
     assert "[a.json](a.json)" in text
 
 
