@@ -19,6 +19,7 @@ from __future__ import annotations
 import torch
 
 from .errors import InputError
+from .nn import decode_step
 
 STRATEGIES = ("greedy", "beam", "sample")
 
@@ -33,6 +34,8 @@ class Stepper:
     def __init__(self, model, use_cache: bool, capacity: int, memory=None, src_pad=None, prompt_pad=None):
         self.model, self.memory, self.src_pad, self.prompt_pad = model, memory, src_pad, prompt_pad
         self.cache = model.new_cache(capacity) if use_cache else None
+        # cached decoder-only steps with weights prepared once (nn/decode_step.py, issue 11)
+        self.fast = decode_step.prepared(model, self.cache, prompt_pad) if memory is None else None
         # <pad> is not a word: never generate it (a generated pad would read as padding next step)
         cfg = model.config
         self.banned = cfg.pad_id if cfg.pad_id is not None and cfg.pad_id != cfg.eos_id else None
@@ -42,6 +45,9 @@ class Stepper:
             logits = self.model.decode(ids, self.memory, self.src_pad, padding_mask, cache=self.cache)[:, -1]
         else:
             logits = self.model(ids, padding_mask, cache=self.cache)[:, -1]
+        return self._banned(logits)
+
+    def _banned(self, logits: torch.Tensor) -> torch.Tensor:
         if self.banned is not None:
             logits[:, self.banned] = float("-inf")
         return logits
@@ -53,6 +59,9 @@ class Stepper:
     def next(self, seq: torch.Tensor, length: int) -> torch.Tensor:
         """Logits after seq[:, :length], whose first length-1 positions were seen before."""
         if self.cache is not None:
+            ids = seq[:, length - 1]
+            if self.fast is not None and decode_step.applies(self.cache, ids, self.model.config.pad_id):
+                return self._banned(self.fast(ids, self.cache))
             return self._run(seq[:, length - 1:length])
         pad = self.prompt_pad
         if pad is not None:  # generated positions are never padding

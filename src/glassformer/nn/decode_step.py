@@ -1,0 +1,178 @@
+"""One cached decoding step of a decoder-only LM with its weights prepared once (issue 11; seed 000 §8).
+
+With the KV cache a step turns one new token per row into next-token logits: at batch 1 it reads
+every weight once and does little else, so its time is bounded by how fast the machine streams the
+weights (`bench/harness.weight_stream`). The module path computes the same step through ~100 module
+calls, hook points and checks per token: Python work that costs as much as a layer's GEMMs on a
+small model. `DecodeStep` does the same arithmetic with none of it:
+
+- weights prepared once per generation: the fused W_QKV (d_model, 3·H·d_k) that the module path
+  caches, and the seed's W_O, W_1, W_2, W_U as stored — (in, out) row-major, the layout the BLAS
+  matrix-vector product streams;
+- per layer ONE fused QKV GEMM (K and V written straight into the cache, no copy of Q) and ONE FFN
+  pass (W_1, φ in place, W_2), into buffers allocated once per batch size: on the BLAS route the
+  GEMMs allocate nothing per step;
+- each GEMM takes the route this machine measured for its shape class (`nn/routes.py`), resolved
+  on the first step and kept, so the step has the module path's numbers on every route;
+- no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer.
+
+It runs only where it computes exactly what the module path computes (`supports`): eval mode, no
+hooks anywhere (tracing takes the reference path), the fast attention, absolute or no position
+encoding added to the embedding, no padding. Everything else takes the module path.
+tests/test_decode_step.py holds it to the module path (float32 rounding) and to HF GPT-2 (tokens).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+import torch.nn.modules.module as _module_hooks
+from torch import nn
+
+from .attention import KVCache
+from .common import choose_route, onednn_linear
+
+# φ applied in place on the FFN buffer (no allocation); gated FFNs are not prepared
+_IN_PLACE = {"relu": lambda t: t.relu_(), "gelu": lambda t: torch.ops.aten.gelu_(t),
+             "gelu_tanh": lambda t: torch.ops.aten.gelu_(t, approximate="tanh"), "silu": lambda t: F.silu(t, inplace=True)}
+
+
+def _hooked(model: nn.Module) -> bool:
+    if (_module_hooks._global_forward_hooks or _module_hooks._global_forward_pre_hooks):
+        return True
+    return any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
+
+
+def supports(model: nn.Module, cache: KVCache | None) -> bool:
+    """Whether `DecodeStep` computes exactly what `model(ids, cache=cache)` would, step after step."""
+    from .model import DecoderLM
+    cfg = getattr(model, "config", None)
+    if not isinstance(model, DecoderLM) or cache is None or model.training:
+        return False
+    pos = getattr(model, "pos", None)
+    return (cfg.attn_impl == "fast" and cfg.activation in _IN_PLACE and cfg.pe_combine == "add"
+            and (pos is None or pos.absolute) and getattr(model, "segment", None) is None
+            and not _hooked(model))
+
+
+class _Gemm:
+    """y = x·W + b into a buffer, on the route measured for this shape class (resolved once)."""
+
+    __slots__ = ("W", "b", "route")
+
+    def __init__(self, W: torch.Tensor, b: torch.Tensor | None):
+        self.W, self.b, self.route = W, b, None
+
+    def __call__(self, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if self.route is None:  # first step at this batch size: measure (or look up) the route
+            self.route, y = choose_route(x2, self.W, self.b)
+            if y is not None:
+                return y
+        if self.route == "onednn":
+            return onednn_linear(x2, self.W.t(), self.b)
+        if out is None:
+            return torch.mm(x2, self.W) if self.b is None else torch.addmm(self.b, x2, self.W)
+        return torch.mm(x2, self.W, out=out) if self.b is None else torch.addmm(self.b, x2, self.W, out=out)
+
+
+class _Layer:
+    """One decoder layer's prepared weights: norms as modules (called without hook machinery)."""
+
+    def __init__(self, layer):
+        attn, ffn = layer.self_attn, layer.ffn
+        self.index, self.n_heads, self.d_k, self.scale = attn.layer_index, attn.n_heads, attn.d_k, attn.scale
+        self.norm1, self.norm2 = layer.norm1.forward, layer.norm2.forward
+        self.pre_ln, self.residual = layer.pre_ln, layer.residual
+        self.qkv = _Gemm(*attn._fused("QKV"))  # (d_model, 3·H·d_k): Q, K, V side by side
+        self.W_O = _Gemm(attn.W_O, attn.b_O)
+        self.W_1, self.W_2 = _Gemm(ffn.W_1, ffn.b_1), _Gemm(ffn.W_2, ffn.b_2)
+        self.phi = _IN_PLACE[ffn.activation]
+
+
+class DecodeStep:
+    """logits (batch, vocab) of one new token per row, given the cache of everything before it."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.layers = [_Layer(layer) for layer in model.dec]
+        self.final_norm = model.dec_norm.forward if hasattr(model, "dec_norm") else None
+        head = model.head
+        self.rescale = head.rescale
+        W_U = head._tied[0].W_E.t() if head._tied else head.W_U  # tied: the transposed view, no copy
+        self.head = _Gemm(W_U, head.b_U)
+        self.embed = model.embed.forward
+        self.pos = model.pos.forward if hasattr(model, "pos") else None
+        self.embed_norm = model.embed_norm.forward if hasattr(model, "embed_norm") else None
+        self._bufs: dict[int, dict[str, torch.Tensor]] = {}
+
+    def _buffers(self, batch: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Every GEMM's output for this batch size, allocated once."""
+        bufs = self._bufs.get(batch)
+        if bufs is None:
+            first, cfg = self.layers[0], self.model.config
+            new = lambda n: like.new_empty(batch, n)  # noqa: E731
+            bufs = {"qkv": new(3 * first.n_heads * first.d_k), "o": new(cfg.d_model), "ff": new(cfg.d_ff),
+                    "ff_out": new(cfg.d_model)}
+            self._bufs[batch] = bufs
+        return bufs
+
+    def __call__(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
+        """ids (batch,) the newest token of every row; the cache is advanced by one position."""
+        positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
+        x = self.embed(ids.unsqueeze(1))  # (batch, 1, d_model)
+        if self.pos is not None:
+            x = x + self.pos(positions)
+        if self.embed_norm is not None:
+            x = self.embed_norm(x)
+        x = x.squeeze(1)  # (batch, d_model): one row per sequence, the GEMV's vector
+        bufs = self._buffers(x.shape[0], x)
+        length = cache.length
+        for layer in self.layers:
+            x = self._layer(layer, x, cache, length, bufs)
+        cache.extend("positions", positions)
+        cache.length = length + 1
+        cache.next_pos = cache.next_pos + 1
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        if self.rescale is not None:
+            x = x * self.rescale
+        return self.head(x, None)  # the caller keeps the logits: a new tensor every step
+
+    def _layer(self, layer: _Layer, x: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
+        """Masked self-attention → Add & Norm → FFN → Add & Norm (§4, §7.5), Pre- or Post-LN."""
+        h = layer.norm1(x) if layer.pre_ln else x
+        y = self._attend(layer, h, cache, length, bufs)
+        x = self._add_norm(layer, x, y, layer.norm1)
+        h = layer.norm2(x) if layer.pre_ln else x
+        y = layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])  # the FFN's one pass (§6)
+        return self._add_norm(layer, x, y, layer.norm2)
+
+    @staticmethod
+    def _add_norm(layer: _Layer, x: torch.Tensor, y: torch.Tensor, norm) -> torch.Tensor:
+        r = x + y if layer.residual else y
+        return r if layer.pre_ln else norm(r)
+
+    @staticmethod
+    def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
+        """One query per row over the cached keys and its own (no mask needed: it is the last)."""
+        batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
+        qkv = layer.qkv(h, bufs["qkv"]).view(batch, 3, H, 1, d_k)
+        kb, vb = cache.self_kv[layer.index]
+        kb[:, :, length:length + 1] = qkv[:, 1]
+        vb[:, :, length:length + 1] = qkv[:, 2]
+        z = F.scaled_dot_product_attention(qkv[:, 0], kb[:, :, :length + 1], vb[:, :, :length + 1],
+                                           scale=layer.scale)  # (batch, head, 1, d_k)
+        return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
+
+
+def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None) -> DecodeStep | None:
+    """A DecodeStep for this generation, or None where the module path must run."""
+    return DecodeStep(model) if prompt_pad is None and supports(model, cache) else None
+
+
+def applies(cache: KVCache, ids: torch.Tensor, pad_id: int | None) -> bool:
+    """Whether this step may take the DecodeStep: room in the cache, no padding among the keys
+    (a generated pad id, possible where pad = eos, is padding to the module path)."""
+    kb = cache.self_kv.get(0)
+    return (kb is not None and cache.length < kb[0].shape[2] and cache.padding_mask is None
+            and (pad_id is None or not bool((ids == pad_id).any())))

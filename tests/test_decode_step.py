@@ -1,0 +1,121 @@
+"""The prepared decode step (nn/decode_step.py, issue 11) against independent references:
+Hugging Face GPT-2's logits and greedy tokens, on every GEMM route; the explicit-math model's
+full recomputation for the variants GPT-2 lacks (Post-LN, sinusoidal PE, untied head, ReLU)."""
+
+import sys
+
+import pytest
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel
+
+from glassformer.config import ModelConfig
+from glassformer.generate import Stepper, generate
+from glassformer.interop import from_hf
+from glassformer.nn import build_model
+from glassformer.nn.decode_step import DecodeStep, supports
+from glassformer.nn.routes import TABLE
+from glassformer.trace import hooks
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+VOCAB = 300
+
+
+def gpt2_pair(width=96, heads=3, layers=3):
+    cfg = GPT2Config(vocab_size=VOCAB, n_embd=width, n_head=heads, n_layer=layers, n_positions=128,
+                     bos_token_id=None, eos_token_id=None, attn_implementation="eager")
+    hf = GPT2LMHeadModel(cfg).eval()
+    hf.generation_config.pad_token_id = 0
+    return from_hf(hf).eval(), hf
+
+
+@pytest.mark.parametrize("route", ["auto", "blas", "onednn"])
+def test_step_logits_equal_hf_gpt2_on_every_route(route, monkeypatch):
+    """Each prepared step's logits equal HF's forward over the whole sequence (last position).
+    (Without oneDNN, as with GLASSFORMER_ONEDNN=0, a forced 'onednn' falls back to BLAS.)"""
+    monkeypatch.setenv("GLASSFORMER_GEMM", route)
+    TABLE.clear()
+    ours, hf = gpt2_pair(width=384, heads=6, layers=2)  # wide enough for the oneDNN route to apply
+    ids = torch.randint(1, VOCAB, (2, 5))
+    with torch.inference_mode():
+        cache = ours.new_cache(32)
+        ours(ids, cache=cache)
+        step = DecodeStep(ours)
+        seq = ids
+        for _ in range(6):
+            token = torch.randint(1, VOCAB, (2,))
+            seq = torch.cat([seq, token[:, None]], dim=1)
+            got = step(token, cache)
+            ref = hf(seq).logits[:, -1]
+            assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+    assert cache.length == seq.shape[1]
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_greedy_tokens_identical_to_hf_gpt2(batch):
+    ours, hf = gpt2_pair()
+    ids = torch.randint(1, VOCAB, (batch, 6))
+    got = generate(ours, ids, max_new_tokens=40, eos_id=None)
+    ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=40, do_sample=False, num_beams=1)
+    assert Stepper(ours, True, 50).fast is not None  # the prepared step is what ran
+    assert torch.equal(got, ref)
+
+
+@pytest.mark.parametrize("norm_position,pe,activation,tie", [("post", "sinusoidal", "relu", False),
+                                                           ("pre", "learned", "gelu", True),
+                                                           ("pre", "none", "silu", False)])
+def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, tie):
+    """Variants GPT-2 lacks: the step against the explicit-math path recomputing the prefix."""
+    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
+                  norm_position=norm_position, pe=pe, activation=activation, tie_embeddings=tie)
+    fast = build_model(ModelConfig(**fields)).eval()
+    math = build_model(ModelConfig(**fields, attn_impl="math")).eval()
+    math.load_state_dict(fast.state_dict())
+    ids = torch.randint(1, VOCAB, (2, 4))
+    with torch.inference_mode():
+        cache = fast.new_cache(16)
+        fast(ids, cache=cache)
+        step, seq = DecodeStep(fast), ids
+        for _ in range(5):
+            token = torch.randint(1, VOCAB, (2,))
+            seq = torch.cat([seq, token[:, None]], dim=1)
+            ref = math(seq)[:, -1]
+            assert (step(token, cache) - ref).abs().max() <= 1e-4 * ref.abs().max()
+
+
+def test_module_path_where_the_step_would_differ():
+    """Hooks, the explicit-math attention, RoPE and training mode keep the module path."""
+    ours, _ = gpt2_pair(layers=1)
+    cache = ours.new_cache(8)
+    assert supports(ours, cache)
+    with hooks(ours, {"dec.0.self_attn.out": lambda t, _name: t}):
+        assert not supports(ours, cache)
+    assert not supports(ours.train(), cache)
+    for extra in (dict(attn_impl="math"), dict(pe="rope")):
+        model = build_model(ModelConfig(arch="decoder", vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=1,
+                                        **extra)).eval()
+        assert not supports(model, cache)
+
+
+def test_python_work_per_step_does_not_grow_with_the_cache():
+    """The same Python calls at cache length 6 as at 200: no loop over cached positions."""
+    ours, _ = gpt2_pair(width=32, heads=2, layers=2)
+
+    def calls_of_one_step(prompt_len: int) -> int:
+        with torch.inference_mode():
+            cache = ours.new_cache(256)
+            ours(torch.randint(1, VOCAB, (1, prompt_len)), cache=cache)
+            step = DecodeStep(ours)
+            token = torch.tensor([5])
+            step(token, cache)  # the first step resolves each GEMM's route
+            count = [0]
+
+            def tracer(frame, event, arg):
+                count[0] += 1
+            sys.setprofile(tracer)
+            try:
+                step(token, cache)
+            finally:
+                sys.setprofile(None)
+        return count[0]
+
+    assert calls_of_one_step(6) == calls_of_one_step(120)
