@@ -51,6 +51,11 @@ def curve(root: Path, task: str, figures: Path) -> None:
     plt.close()
 
 
+# seq2seq rows: (title, sequence-error label, token-error label, published (sequence, token))
+SEQ2SEQ = {"g2p": ("G2P (CMUdict, {n} words)", "WER", "PER", ("22% (Yolchuyeva 2019)", "5% (Yolchuyeva 2019)")),
+           "pinyin": ("Chinese phrase → pinyin (pypinyin, {n} phrases)", "phrase error", "syllable error", ("-", "-"))}
+
+
 def table(root: Path) -> str:
     simple = json.loads((root / "simple.json").read_text()) if (root / "simple.json").exists() else {}
     lines = ["| task | metric (test) | glassformer defaults | plain PyTorch | simple baseline | published |",
@@ -60,18 +65,13 @@ def table(root: Path) -> str:
         ours = json.loads(ours_path.read_text()) if ours_path.exists() else {}
         plain = (rows(root / f"plain-{task}.jsonl", "test") or [{}])[-1]
         s = simple.get(task, {})
-        if task == "g2p":
-            fmt = lambda v: f"{100 * v:.1f}%" if v is not None else "-"  # noqa: E731
-            lines.append(f"| G2P (CMUdict, {ours.get('n', '-')} words) | WER | {fmt(ours.get('ser'))} | "
-                         f"{fmt(plain.get('ser'))} | {fmt(s.get('ser'))} | 22% (Yolchuyeva 2019) |")
-            lines.append(f"| | PER | {fmt(ours.get('wer'))} | {fmt(plain.get('per'))} | {fmt(s.get('per'))} |"
-                         " 5% (Yolchuyeva 2019) |")
-        elif task == "pinyin":
-            fmt = lambda v: f"{100 * v:.1f}%" if v is not None else "-"  # noqa: E731
-            lines.append(f"| Chinese phrase → pinyin (pypinyin, {ours.get('n', '-')} phrases) | phrase error | "
-                         f"{fmt(ours.get('ser'))} | {fmt(plain.get('ser'))} | {fmt(s.get('ser'))} | - |")
-            lines.append(f"| | syllable error | {fmt(ours.get('wer'))} | {fmt(plain.get('per'))} | "
-                         f"{fmt(s.get('per'))} | - |")
+        if task in SEQ2SEQ:
+            title, seq_err, tok_err, published = SEQ2SEQ[task]
+            pct = lambda v: f"{100 * v:.1f}%" if v is not None else "-"  # noqa: E731
+            lines.append(f"| {title.format(n=ours.get('n', '-'))} | {seq_err} | {pct(ours.get('ser'))} | "
+                         f"{pct(plain.get('ser'))} | {pct(s.get('ser'))} | {published[0]} |")
+            lines.append(f"| | {tok_err} | {pct(ours.get('wer'))} | {pct(plain.get('per'))} | "
+                         f"{pct(s.get('per'))} | {published[1]} |")
         else:
             fmt = lambda v: f"{v:.3f}" if v is not None else "-"  # noqa: E731
             lines.append(f"| char LM, fortunes-{task[3:]} | bits/char | {fmt(ours.get('bpc'))} | "
