@@ -12,6 +12,7 @@ from glassformer.config import ModelConfig
 from glassformer.generate import Stepper, generate
 from glassformer.interop import from_hf
 from glassformer.nn import build_model
+from glassformer.nn import decode_step
 from glassformer.nn.decode_step import DecodeStep, supports
 from glassformer.nn.routes import TABLE
 from glassformer.trace import hooks
@@ -28,12 +29,16 @@ def gpt2_pair(width=96, heads=3, layers=3):
     return from_hf(hf).eval(), hf
 
 
-@pytest.mark.parametrize("route", ["auto", "blas", "onednn"])
+@pytest.mark.parametrize("route", ["auto", "blas", "onednn", "onednn_packed"])
 def test_step_logits_equal_hf_gpt2_on_every_route(route, monkeypatch):
     """Each prepared step's logits equal HF's forward over the whole sequence (last position).
     (Without oneDNN, as with GLASSFORMER_ONEDNN=0, a forced 'onednn' falls back to BLAS.)"""
-    monkeypatch.setenv("GLASSFORMER_GEMM", route)
+    if route == "onednn_packed":  # the decode step's own route: oneDNN over a (out, in) copy of W
+        monkeypatch.setattr(decode_step, "FORCE", route)
+    else:
+        monkeypatch.setenv("GLASSFORMER_GEMM", route)
     TABLE.clear()
+    decode_step._TABLE.clear()
     ours, hf = gpt2_pair(width=384, heads=6, layers=2)  # wide enough for the oneDNN route to apply
     ids = torch.randint(1, VOCAB, (2, 5))
     with torch.inference_mode():
@@ -119,3 +124,31 @@ def test_python_work_per_step_does_not_grow_with_the_cache():
         return count[0]
 
     assert calls_of_one_step(6) == calls_of_one_step(120)
+
+
+@pytest.mark.parametrize("route", ["blas", "onednn_packed"])
+def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
+    """The copies the step keeps (the contiguous tied W_U, a packed W) are rebuilt when a weight
+    changes in place, as an optimizer step does: the next generation matches HF again."""
+    monkeypatch.setattr(decode_step, "FORCE", route)
+    decode_step._TABLE.clear()
+    ours, hf = gpt2_pair(width=384, heads=6, layers=1)  # wide enough for the oneDNN routes
+    ids = torch.randint(1, VOCAB, (1, 5))
+
+    def step_logits():
+        with torch.inference_mode():
+            cache = ours.new_cache(16)
+            ours(ids[:, :-1], cache=cache)
+            return DecodeStep(ours)(ids[:, -1], cache)
+
+    step_logits()  # builds and caches the copies
+    with torch.no_grad():  # in place, like optimizer.step(): same storage, a new version
+        for mine, theirs in ((ours.embed.W_E, hf.transformer.wte.weight),
+                             (ours.dec[0].ffn.W_2, hf.transformer.h[0].mlp.c_proj.weight)):
+            bump = torch.randn_like(mine) * 0.5
+            mine.add_(bump)
+            theirs.add_(bump)
+        ref = hf(ids).logits[:, -1]
+    got = step_logits()
+    assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+    assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())

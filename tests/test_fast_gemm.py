@@ -111,7 +111,7 @@ def test_the_measuring_call_returns_the_kept_routes_bits(fresh_table, monkeypatc
         def slow_unless(name, winner=winner):
             def call(x2, W, b):
                 if name != winner:
-                    time.sleep(0.002)
+                    time.sleep(0.02)  # far above a contended thread's delay
                 return real[name](x2, W, b)
             return call
         monkeypatch.setattr(routes, "_CALL", {n: slow_unless(n) for n in routes.ROUTES})

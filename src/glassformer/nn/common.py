@@ -61,14 +61,6 @@ def _route(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, grad: bool
     return TABLE.route(key) or "blas", TABLE.measure(key, x2, W, b)
 
 
-def choose_route(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> tuple[str, torch.Tensor | None]:
-    """The route `affine` takes for this 2-D product (measured if new), and the product if measuring
-    computed it: for callers that keep the route and write into their own buffers (`decode_step`)."""
-    if not _onednn_ok(x2, W):
-        return "blas", None
-    return _route(x2, W, b, grad=False)
-
-
 def affine(x: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     """x·W + b with W stored (in, out) as in the seed's math; one fused GEMM."""
     x2 = x if x.dim() == 2 else x.reshape(-1, x.shape[-1])

@@ -8,12 +8,14 @@ small model. `DecodeStep` does the same arithmetic with none of it:
 
 - weights prepared once per generation: the fused W_QKV (d_model, 3·H·d_k) that the module path
   caches, and the seed's W_O, W_1, W_2, W_U as stored — (in, out) row-major, the layout the BLAS
-  matrix-vector product streams;
+  matrix-vector product streams; a tied W_U = W_Eᵀ is copied into that layout once
+  (`OutputHead.streamed_W_U`), since the transposed view streams at ~60% of the rate;
 - per layer ONE fused QKV GEMM (K and V written straight into the cache, no copy of Q) and ONE FFN
   pass (W_1, φ in place, W_2), into buffers allocated once per batch size: on the BLAS route the
   GEMMs allocate nothing per step;
-- each GEMM takes the route this machine measured for its shape class (`nn/routes.py`), resolved
-  on the first step and kept, so the step has the module path's numbers on every route;
+- each GEMM takes the route this machine measured for its shape class — BLAS, oneDNN, or oneDNN
+  over a contiguous (out, in) copy of W (`DECODE_ROUTES`) — resolved on the first step and kept,
+  so the step has the module path's numbers (to float32 rounding) on every route;
 - no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer.
 
 It runs only where it computes exactly what the module path computes (`supports`): eval mode, no
@@ -24,13 +26,17 @@ tests/test_decode_step.py holds it to the module path (float32 rounding) and to 
 
 from __future__ import annotations
 
+import time
+
 import torch
 import torch.nn.functional as F
 import torch.nn.modules.module as _module_hooks
 from torch import nn
 
 from .attention import KVCache
-from .common import choose_route, onednn_linear
+from . import routes
+from .common import _onednn_ok, onednn_linear
+from .routes import shape_class
 
 # φ applied in place on the FFN buffer (no allocation); gated FFNs are not prepared
 _IN_PLACE = {"relu": lambda t: t.relu_(), "gelu": lambda t: torch.ops.aten.gelu_(t),
@@ -55,37 +61,120 @@ def supports(model: nn.Module, cache: KVCache | None) -> bool:
             and not _hooked(model))
 
 
+# The decode step's GEMM routes: nn/routes.py's two, plus oneDNN on a contiguous (out, in) copy of
+# W. A matrix-vector product streams W once; which order of W streams fastest depends on the shape
+# and the BLAS: on the AVX2 EPYC of docs/benchmarks.md the tall W_2 (4·d_model → d_model) read in
+# (in, out) order ran ~35% slower than oneDNN over its (out, in) copy, while W_1 was the reverse.
+# So each shape class is measured once per process, like nn/routes.py, and the copy is made and
+# kept (cached on the module, rebuilt when the weight changes) only where it won.
+DECODE_ROUTES = ("blas", "onednn", "onednn_packed")
+FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
+_TABLE: dict[tuple, str] = {}
+_TRIALS = 3
+
+
+def last_level_cache_bytes() -> int:
+    """This CPU's last-level cache (Linux sysconf), or 32 MiB where the system does not say."""
+    import os
+    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+        try:
+            size = os.sysconf(name)
+        except (ValueError, OSError, AttributeError):
+            size = 0
+        if size > 0:
+            return size
+    return 32 << 20
+
+
+_evict_buf: list[torch.Tensor] = []
+
+
+def _evict() -> None:
+    """Write twice the last-level cache, so that the next product reads its W from memory."""
+    if not _evict_buf:
+        _evict_buf.append(torch.empty(2 * last_level_cache_bytes() // 4))
+    _evict_buf[0].fill_(0.0)
+
+
+def _packed(owner: nn.Module, name: str, W: torch.Tensor) -> torch.Tensor:
+    """W (in, out) as a contiguous (out, in) copy, cached on `owner` until W changes.
+
+    The entry holds W itself, so "the same W" is identity plus its version counter (a parameter
+    updated in place); the fused W_QKV is an inference tensor without a counter, but the attention
+    module builds a new one whenever a projection changes (`_fused`)."""
+    cache = owner.__dict__.setdefault("_decode_packed", {})
+    version = None if W.is_inference() else W._version
+    hit = cache.get(name)
+    if hit is None or hit[0] is not W or hit[1] != version:
+        hit = (W, version, W.detach().t().contiguous())
+        cache[name] = hit
+    return hit[2]
+
+
 class _Gemm:
     """y = x·W + b into a buffer, on the route measured for this shape class (resolved once)."""
 
-    __slots__ = ("W", "b", "route")
+    __slots__ = ("W", "b", "route", "packed", "owner", "name", "streams")
 
-    def __init__(self, W: torch.Tensor, b: torch.Tensor | None):
-        self.W, self.b, self.route = W, b, None
+    def __init__(self, W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool):
+        self.W, self.b, self.route, self.packed, self.owner, self.name = W, b, None, None, owner, name
+        self.streams = streams  # the model outgrows the cache: W comes from memory at every step
 
-    def __call__(self, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
-        if self.route is None:  # first step at this batch size: measure (or look up) the route
-            self.route, y = choose_route(x2, self.W, self.b)
-            if y is not None:
-                return y
-        if self.route == "onednn":
+    def _call(self, route: str, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if route == "onednn":
             return onednn_linear(x2, self.W.t(), self.b)
+        if route == "onednn_packed":
+            if self.packed is None:
+                self.packed = _packed(self.owner, self.name, self.W)
+            return onednn_linear(x2, self.packed, self.b)
         if out is None:
             return torch.mm(x2, self.W) if self.b is None else torch.addmm(self.b, x2, self.W)
         return torch.mm(x2, self.W, out=out) if self.b is None else torch.addmm(self.b, x2, self.W, out=out)
+
+    def _resolve(self, x2: torch.Tensor) -> None:
+        """Pick this GEMM's route (forced, known for its shape class, or measured now)."""
+        forced = FORCE or routes.forced_route()
+        if not _onednn_ok(x2, self.W):
+            self.route = "blas"
+        elif forced is not None:
+            self.route = forced
+        else:
+            key = (*shape_class(x2.shape[0], self.W), self.streams)
+            self.route = _TABLE.get(key)
+            if self.route is None:  # time every route on these operands, best of _TRIALS, interleaved
+                best = dict.fromkeys(DECODE_ROUTES, float("inf"))
+                for name in DECODE_ROUTES:
+                    self._call(name, x2, None)
+                for _ in range(_TRIALS):
+                    for name in DECODE_ROUTES:
+                        if self.streams:  # time it as the step meets it: W out of the cache
+                            _evict()
+                        t = time.perf_counter()
+                        self._call(name, x2, None)
+                        best[name] = min(best[name], time.perf_counter() - t)
+                self.route = _TABLE[key] = min(best, key=best.get)
+        if self.route != "onednn_packed":
+            self.packed = None  # measured and lost: no copy kept
+            self.owner.__dict__.get("_decode_packed", {}).pop(self.name, None)
+
+    def __call__(self, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if self.route is None:  # first step at this batch size: the route for its shape class
+            self._resolve(x2)
+        return self._call(self.route, x2, out)
 
 
 class _Layer:
     """One decoder layer's prepared weights: norms as modules (called without hook machinery)."""
 
-    def __init__(self, layer):
+    def __init__(self, layer, streams: bool):
         attn, ffn = layer.self_attn, layer.ffn
         self.index, self.n_heads, self.d_k, self.scale = attn.layer_index, attn.n_heads, attn.d_k, attn.scale
         self.norm1, self.norm2 = layer.norm1.forward, layer.norm2.forward
         self.pre_ln, self.residual = layer.pre_ln, layer.residual
-        self.qkv = _Gemm(*attn._fused("QKV"))  # (d_model, 3·H·d_k): Q, K, V side by side
-        self.W_O = _Gemm(attn.W_O, attn.b_O)
-        self.W_1, self.W_2 = _Gemm(ffn.W_1, ffn.b_1), _Gemm(ffn.W_2, ffn.b_2)
+        self.qkv = _Gemm(*attn._fused("QKV"), attn, "QKV", streams)  # (d_model, 3·H·d_k): Q, K, V
+        self.W_O = _Gemm(attn.W_O, attn.b_O, attn, "O", streams)
+        self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
+        self.W_2 = _Gemm(ffn.W_2, ffn.b_2, ffn, "2", streams)
         self.phi = _IN_PLACE[ffn.activation]
 
 
@@ -94,12 +183,12 @@ class DecodeStep:
 
     def __init__(self, model: nn.Module):
         self.model = model
-        self.layers = [_Layer(layer) for layer in model.dec]
+        streams = 4 * sum(p.numel() for p in model.parameters()) > last_level_cache_bytes()
+        self.layers = [_Layer(layer, streams) for layer in model.dec]
         self.final_norm = model.dec_norm.forward if hasattr(model, "dec_norm") else None
         head = model.head
         self.rescale = head.rescale
-        W_U = head._tied[0].W_E.t() if head._tied else head.W_U  # tied: the transposed view, no copy
-        self.head = _Gemm(W_U, head.b_U)
+        self.head = _Gemm(head.streamed_W_U(), head.b_U, head, "U", streams)  # (d_model, vocab) contiguous
         self.embed = model.embed.forward
         self.pos = model.pos.forward if hasattr(model, "pos") else None
         self.embed_norm = model.embed_norm.forward if hasattr(model, "embed_norm") else None

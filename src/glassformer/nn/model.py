@@ -53,6 +53,23 @@ class OutputHead(nn.Module):
         self.W_U = None if tied is not None else nn.Parameter(torch.randn(d_model, vocab) * d_model ** -0.5)
         self.register_buffer("b_U", torch.zeros(vocab) if bias else None)
         self.rescale = d_model ** -0.5 if rescale else None
+        self._streamed: tuple | None = None  # (W_E version key, contiguous W_Eᵀ) for decode_step
+
+    def streamed_W_U(self) -> torch.Tensor:
+        """W_U as a contiguous (d_model, vocab) matrix, for cached decoding (nn/decode_step.py).
+
+        With tying, W_U is the transposed view of W_E; a matrix-vector product over that view reads
+        memory in the wrong order and ran at ~60% of the streaming rate on the AVX2 machine of
+        docs/benchmarks.md, the slowest GEMM of a step. The copy (vocab × d_model floats) is kept
+        until W_E changes (its version counter or storage), so it costs memory, not time per call.
+        """
+        if not self._tied:
+            return self.W_U
+        W_E = self._tied[0].W_E
+        key = (W_E._version, W_E.data_ptr(), W_E.shape)
+        if self._streamed is None or self._streamed[0] != key:
+            self._streamed = (key, W_E.detach().t().contiguous())
+        return self._streamed[1]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.rescale is not None:
