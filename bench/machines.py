@@ -43,6 +43,12 @@ def section(results: dict, label: str, source: str) -> list[str]:
     if wins:
         out += ["", "GEMM route per shape class (rows ≤ × K × N / threads): "
                 + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(wins.items())) + "."]
+    decode: dict[str, list[str]] = {}
+    for r in results.get("decode_routes", []):
+        decode.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}")
+    if decode:
+        out += ["", "Decode-step GEMMs (rows ≤ × K × N): "
+                + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(decode.items())) + "."]
     return out
 
 

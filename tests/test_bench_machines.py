@@ -23,7 +23,10 @@ def run(cpu, flags, fraction):
             "generation": {"batch_1": {"bound": {"decode_s_per_token": 0.006, "stream_s_per_token": 0.0045,
                                                  "stream_GB_per_s": 12.3, "fraction": fraction, "hf_fraction": 0.5}}},
             "gemm_routes": [{"rows": 1, "K": 384, "N": 1152, "threads": 2, "winner": "blas"},
-                            {"rows": 256, "K": 384, "N": 1152, "threads": 2, "winner": "onednn"}]}
+                            {"rows": 256, "K": 384, "N": 1152, "threads": 2, "winner": "onednn"}],
+            "decode_routes": [{"rows": 1, "K": 1536, "N": 384, "threads": 2, "streams": True,
+                               "winner": "onednn_packed"},
+                              {"rows": 1, "K": 384, "N": 1536, "threads": 2, "streams": True, "winner": "blas"}]}
 
 
 def test_one_table_per_machine_rewritten_in_place(tmp_path):
@@ -42,6 +45,7 @@ def test_one_table_per_machine_rewritten_in_place(tmp_path):
     assert "| encoder forward vs HF BertModel | 0.97× | ≥ 1.0× | **no** |" in text
     assert "6.00 ms per token against a weight-streaming pass of 4.50 ms (12.3 GB/s): 50% of the bound" in text
     assert "blas won 1×384×1152/2t; onednn won 256×384×1152/2t" in text
+    assert "Decode-step GEMMs (rows ≤ × K × N): blas won 1×384×1536; onednn_packed won 1×1536×384." in text
     assert "[a.json](a.json)" in text
 
 

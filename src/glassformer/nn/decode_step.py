@@ -70,7 +70,15 @@ def supports(model: nn.Module, cache: KVCache | None) -> bool:
 DECODE_ROUTES = ("blas", "onednn", "onednn_packed")
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
 _TABLE: dict[tuple, str] = {}
+_TIMINGS: dict[tuple, dict[str, float]] = {}  # seconds per route, for the benchmark report
 _TRIALS = 3
+
+
+def route_rows() -> list[dict]:
+    """One row per decode shape class measured in this process: µs per route and the winner."""
+    return [{"rows": k[0], "K": k[1], "N": k[2], "threads": k[3], "streams": k[4], "winner": _TABLE[k],
+             **{f"{name}_us": round(t * 1e6, 1) for name, t in _TIMINGS.get(k, {}).items()}}
+            for k in sorted(_TABLE)]
 
 
 def last_level_cache_bytes() -> int:
@@ -153,6 +161,7 @@ class _Gemm:
                         self._call(name, x2, None)
                         best[name] = min(best[name], time.perf_counter() - t)
                 self.route = _TABLE[key] = min(best, key=best.get)
+                _TIMINGS[key] = best
         if self.route != "onednn_packed":
             self.packed = None  # measured and lost: no copy kept
             self.owner.__dict__.get("_decode_packed", {}).pop(self.name, None)
