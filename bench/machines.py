@@ -37,19 +37,19 @@ def section(results: dict, label: str, source: str) -> list[str]:
         out += ["", f"Batch-1 decoding: {b['decode_s_per_token'] * 1e3:.2f} ms per token against a weight-streaming"
                 f" pass of {b['stream_s_per_token'] * 1e3:.2f} ms ({b['stream_GB_per_s']:.1f} GB/s):"
                 f" {b['fraction']:.0%} of the bound (HF GPT-2 {b['hf_fraction']:.0%})."]
-    wins: dict[str, list[str]] = {}
-    for r in results.get("gemm_routes", []):
-        wins.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}/{r['threads']}t")
-    if wins:
-        out += ["", "GEMM route per shape class (rows ≤ × K × N / threads): "
-                + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(wins.items())) + "."]
-    decode: dict[str, list[str]] = {}
-    for r in results.get("decode_routes", []):
-        decode.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}")
-    if decode:
-        out += ["", "Decode-step GEMMs (rows ≤ × K × N): "
-                + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(decode.items())) + "."]
+    out += _winners(results.get("gemm_routes", []), "GEMM route per shape class (rows ≤ × K × N / threads)", True)
+    out += _winners(results.get("decode_routes", []), "Decode-step GEMMs (rows ≤ × K × N)", False)
     return out
+
+
+def _winners(rows: list[dict], title: str, threads: bool) -> list[str]:
+    """One line: which route won which shape classes."""
+    wins: dict[str, list[str]] = {}
+    for r in rows:
+        wins.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}" + (f"/{r['threads']}t" if threads else ""))
+    if not wins:
+        return []
+    return ["", f"{title}: " + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(wins.items())) + "."]
 
 
 def render(runs: list[tuple[Path, str]], into: Path) -> str:
