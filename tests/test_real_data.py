@@ -82,6 +82,36 @@ def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch,
     assert ours < unigram - 0.3, (ours, unigram)
 
 
+def test_defaults_beat_a_per_letter_baseline_on_cmudict(tmp_path, monkeypatch, capsys):
+    """G2P on a 4,000-word slice of CMUdict with the defaults (only the step budget given)."""
+    import random
+    pairs = cmudict_pairs()
+    random.Random(0).shuffle(pairs)
+    train, test = pairs[:4000], pairs[4000:4300]
+    for name, rows in (("train.tsv", train), ("test.tsv", test)):
+        (tmp_path / name).write_text("".join(f"{w}\t{p}\n" for w, p in rows), encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(tmp_path / "train.tsv"),
+                         "--out", str(tmp_path / "run"), "--max-steps", "300", "--eval-every", "150", "--quiet")
+    assert code == 0, err
+    assert "recipe auto" in out and "tokenizer char/word" in out
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "run"), "--data",
+                         str(tmp_path / "test.tsv"), "--json")
+    assert code == 0, err
+    ours = json.loads(out)
+    # the simple baseline: each letter says its most frequent phoneme (from the training words whose
+    # spelling and pronunciation have equal length), counted here with edit distances by jiwer
+    table: dict[str, Counter] = {}
+    for word, phones in train:
+        if len(phones.split()) == len(word):
+            for letter, phone in zip(word, phones.split()):
+                table.setdefault(letter, Counter())[phone] += 1
+    hyps = [" ".join(table[c].most_common(1)[0][0] if c in table else "AH" for c in w) for w, _ in test]
+    refs = [p for _, p in test]
+    base_per = jiwer.wer(refs, hyps)  # jiwer's "word" is our phoneme
+    base_wer = sum(h != r for h, r in zip(hyps, refs)) / len(refs)  # a word is wrong unless all its phonemes are right
+    assert ours["wer"] < base_per - 0.05 and ours["ser"] < base_wer - 0.03, (ours, base_per, base_wer)
+
+
 # ---- inference that never drops a batch ----
 @pytest.fixture(scope="module")
 def copy_run(tmp_path_factory):
