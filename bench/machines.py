@@ -38,7 +38,7 @@ def section(results: dict, label: str, source: str) -> list[str]:
                 f" pass of {b['stream_s_per_token'] * 1e3:.2f} ms ({b['stream_GB_per_s']:.1f} GB/s):"
                 f" {b['fraction']:.0%} of the bound (HF GPT-2 {b['hf_fraction']:.0%})."]
     out += _winners(results.get("gemm_routes", []), "GEMM route per shape class (rows ≤ × K × N / threads)", True)
-    out += _winners(results.get("decode_routes", []), "Decode-step GEMMs (rows ≤ × K × N)", False)
+    out += _winners(results.get("decode_routes", []), "Decode-step GEMMs (rows ≤ × K × N / threads)", True)
     return out
 
 

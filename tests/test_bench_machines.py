@@ -45,7 +45,7 @@ def test_one_table_per_machine_rewritten_in_place(tmp_path):
     assert "| encoder forward vs HF BertModel | 0.97× | ≥ 1.0× | **no** |" in text
     assert "6.00 ms per token against a weight-streaming pass of 4.50 ms (12.3 GB/s): 50% of the bound" in text
     assert "blas won 1×384×1152/2t; onednn won 256×384×1152/2t" in text
-    assert "Decode-step GEMMs (rows ≤ × K × N): blas won 1×384×1536; onednn_packed won 1×1536×384." in text
+    assert "Decode-step GEMMs (rows ≤ × K × N / threads): blas won 1×384×1536/2t; onednn_packed won 1×1536×384/2t." in text
     assert "[a.json](a.json)" in text
 
 
