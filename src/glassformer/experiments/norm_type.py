@@ -19,6 +19,8 @@ from .synthetic import TaggingTask
 from .verdict import Check, Variant
 
 ID = "norm-type"
+SHEN_2020 = ("Shen et al. 2020 (PowerNorm): naive BatchNorm in a Transformer translates worse than LayerNorm, "
+             "traced to large fluctuations of the batch statistics")
 SECTION = "seed 000 §5.3; seed 003 §4"
 CLAIM = ("BatchNorm is unstable at small batch sizes (batch 2: statistics from a handful of "
          "values), padding disturbs its statistics, and it behaves differently in training and "
@@ -79,11 +81,11 @@ def run(ctx: Context) -> Outcome:
               "step", "training loss (mean over seeds, smoothed over 20 steps)", "Norm type × batch size (padded)")
     checks = [
         Check("batch 2: LayerNorm beats BatchNorm (test loss)", "layernorm, batch 2: loss", "batchnorm, batch 2: loss",
-              False, 0.1),
+              False, 0.1, published=SHEN_2020),
         Check("batch 2: BatchNorm's train/eval mismatch exceeds LayerNorm's", "layernorm, batch 2: eval/train gap",
               "batchnorm, batch 2: eval/train gap", False, 0.05),
         Check("batch 32: LayerNorm beats BatchNorm (test loss)", "layernorm, batch 32: loss", "batchnorm, batch 32: loss",
-              False, 0.1, main=False),
+              False, 0.1, main=False, published=SHEN_2020),
         Check("seed 003: without a norm the loss oscillates more (batch 32)", "layernorm, batch 32: oscillation",
               "none, batch 32: oscillation", False, 0.02, main=False),
         Check("seed 003: without a norm accuracy stays lower (batch 32)", "layernorm, batch 32: accuracy",

@@ -20,6 +20,7 @@ CLAIM = ("sin/cos can encode positions never seen in training, so a model extrap
          "better and supports longer sequences. (Measured on English text at 4× the training length.)")
 SEEDS = 5
 ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
+TABLE3_E = ("Vaswani et al. 2017 Table 3 (E): learned positional embeddings instead of sinusoids, PPL 4.92 / BLEU 25.7 against 4.92 / 25.8, at the training lengths only")
 
 
 def run(ctx: Context) -> Outcome:
@@ -31,7 +32,7 @@ def run(ctx: Context) -> Outcome:
                 for pe, by_len in losses.items() for n in (L, 4 * L)]
     checks = [
         Check(f"sinusoidal extrapolates to 4L = {4 * L} better than a learned table", f"sinusoidal @ {4 * L}",
-              f"learned @ {4 * L}", False, 0.1),
+              f"learned @ {4 * L}", False, 0.1, published=TABLE3_E),
         Check(f"ALiBi beats sinusoidal at 4L = {4 * L}", f"alibi @ {4 * L}", f"sinusoidal @ {4 * L}", False, 0.02,
               published="Press et al. 2022 Fig. 1: trained at 512, ALiBi's perplexity stays flat to 16k tokens; "
                         "sinusoidal's rises within +20 tokens"),
