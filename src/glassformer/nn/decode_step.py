@@ -26,6 +26,7 @@ tests/test_decode_step.py holds it to the module path (float32 rounding) and to 
 
 from __future__ import annotations
 
+import os
 import time
 
 import torch
@@ -83,7 +84,6 @@ def route_rows() -> list[dict]:
 
 def last_level_cache_bytes() -> int:
     """This CPU's last-level cache (Linux sysconf), or 32 MiB where the system does not say."""
-    import os
     for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
         try:
             size = os.sysconf(name)
@@ -92,16 +92,6 @@ def last_level_cache_bytes() -> int:
         if size > 0:
             return size
     return 32 << 20
-
-
-_evict_buf: list[torch.Tensor] = []
-
-
-def _evict() -> None:
-    """Write twice the last-level cache, so that the next product reads its W from memory."""
-    if not _evict_buf:
-        _evict_buf.append(torch.empty(2 * last_level_cache_bytes() // 4))
-    _evict_buf[0].fill_(0.0)
 
 
 def _packed(owner: nn.Module, name: str, W: torch.Tensor) -> torch.Tensor:
@@ -153,10 +143,12 @@ class _Gemm:
                 best = dict.fromkeys(DECODE_ROUTES, float("inf"))
                 for name in DECODE_ROUTES:
                     self._call(name, x2, None)
+                # time it as the step meets it: writing twice the last-level cache first sends W to memory
+                evict = torch.empty(2 * last_level_cache_bytes() // 4) if self.streams else None
                 for _ in range(_TRIALS):
                     for name in DECODE_ROUTES:
-                        if self.streams:  # time it as the step meets it: W out of the cache
-                            _evict()
+                        if evict is not None:
+                            evict.fill_(0.0)
                         t = time.perf_counter()
                         self._call(name, x2, None)
                         best[name] = min(best[name], time.perf_counter() - t)
