@@ -27,7 +27,6 @@ tests/test_decode_step.py holds it to the module path (float32 rounding) and to 
 from __future__ import annotations
 
 import os
-import time
 
 import torch
 import torch.nn.functional as F
@@ -72,7 +71,6 @@ DECODE_ROUTES = ("blas", "onednn", "onednn_packed")
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
 _TABLE: dict[tuple, str] = {}
 _TIMINGS: dict[tuple, dict[str, float]] = {}  # seconds per route, for the benchmark report
-_TRIALS = 3
 
 
 def route_rows() -> list[dict]:
@@ -139,19 +137,11 @@ class _Gemm:
         else:
             key = (*shape_class(x2.shape[0], self.W), self.streams)
             self.route = _TABLE.get(key)
-            if self.route is None:  # time every route on these operands, best of _TRIALS, interleaved
-                best = dict.fromkeys(DECODE_ROUTES, float("inf"))
-                for name in DECODE_ROUTES:
-                    self._call(name, x2, None)
+            if self.route is None:  # time every route on these operands (routes.fastest)
                 # time it as the step meets it: writing twice the last-level cache first sends W to memory
                 evict = torch.empty(2 * last_level_cache_bytes() // 4) if self.streams else None
-                for _ in range(_TRIALS):
-                    for name in DECODE_ROUTES:
-                        if evict is not None:
-                            evict.fill_(0.0)
-                        t = time.perf_counter()
-                        self._call(name, x2, None)
-                        best[name] = min(best[name], time.perf_counter() - t)
+                best = routes.fastest({name: (lambda name=name: self._call(name, x2, None)) for name in DECODE_ROUTES},
+                                      before=None if evict is None else (lambda: evict.fill_(0.0)))
                 self.route = _TABLE[key] = min(best, key=best.get)
                 _TIMINGS[key] = best
         if self.route != "onednn_packed":
