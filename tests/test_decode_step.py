@@ -12,7 +12,7 @@ from glassformer.config import ModelConfig
 from glassformer.generate import Stepper, generate
 from glassformer.interop import from_hf
 from glassformer.nn import build_model
-from glassformer.nn import decode_step
+from glassformer.nn import decode_step, routes
 from glassformer.nn.decode_step import DecodeStep, supports
 from glassformer.nn.routes import TABLE
 from glassformer.trace import hooks
@@ -29,11 +29,12 @@ def gpt2_pair(width=96, heads=3, layers=3):
     return from_hf(hf).eval(), hf
 
 
-@pytest.mark.parametrize("route", ["auto", "blas", "onednn", "onednn_packed"])
+@pytest.mark.parametrize("route", ["auto", "blas", "onednn", "onednn_packed", "onednn_blocked"])
 def test_step_logits_equal_hf_gpt2_on_every_route(route, monkeypatch):
     """Each prepared step's logits equal HF's forward over the whole sequence (last position).
     (Without oneDNN, as with GLASSFORMER_ONEDNN=0, a forced 'onednn' falls back to BLAS.)"""
-    if route == "onednn_packed":  # the decode step's own route: oneDNN over a (out, in) copy of W
+    if route.startswith("onednn_"):  # the decode step's own routes: oneDNN over a (out, in) copy of W
+        # or over oneDNN's blocked layout of it
         monkeypatch.setattr(decode_step, "FORCE", route)
     else:
         monkeypatch.setenv("GLASSFORMER_GEMM", route)
@@ -126,7 +127,7 @@ def test_python_work_per_step_does_not_grow_with_the_cache():
     assert calls_of_one_step(6) == calls_of_one_step(120)
 
 
-@pytest.mark.parametrize("route", ["blas", "onednn_packed"])
+@pytest.mark.parametrize("route", ["blas", "onednn_packed", "onednn_blocked"])
 def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
     """The copies the step keeps (the contiguous tied W_U, a packed W) are rebuilt when a weight
     changes in place, as an optimizer step does: the next generation matches HF again."""
@@ -151,4 +152,7 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
         ref = hf(ids).logits[:, -1]
     got = step_logits()
     assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+    kept = ours.dec[0].ffn.__dict__.get("_decode_packed", {})
+    if route == "onednn_blocked" and decode_step._REORDER is not None and routes.onednn_available():
+        assert [w.is_mkldnn for w in (entry[2] for entry in kept.values())] == [True, True]  # W_1, W_2
     assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())

@@ -170,12 +170,13 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
     if results.get("decode_routes"):
         out += ["", "## Decode-step GEMM routes (`nn/decode_step.py`: best of 3 per route, W evicted from the"
                 " cache first where the model outgrows it)", "",
-                "| rows ≤ | K | N | threads | W from memory | BLAS µs | oneDNN µs | oneDNN packed µs | faster |",
-                "|---:|---:|---:|---:|---|---:|---:|---:|---|"]
+                "| rows ≤ | K | N | threads | W from memory | BLAS µs | oneDNN µs | oneDNN packed µs | oneDNN blocked µs"
+                " | faster |",
+                "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
         for r in results["decode_routes"]:
             out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {'yes' if r['streams'] else 'no'} |"
                        f" {r.get('blas_us', '')} | {r.get('onednn_us', '')} | {r.get('onednn_packed_us', '')} |"
-                       f" {r['winner']} |")
+                       f" {r.get('onednn_blocked_us', '')} | {r['winner']} |")
     profiles = [(k, results[k]["profile"]) for k in ("encoder", "training", "trace") if k in results]
     if "generation" in results:
         profiles += [(f"generation {k.replace('_', ' ')}", v["profile"]) for k, v in results["generation"].items()
