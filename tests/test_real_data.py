@@ -11,7 +11,7 @@ import torch
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs
 from glassformer.train.error_rates import (bits_per_character, char_error_rate, edit_distance,
                                            sequence_error_rate, token_error_rate)
-from glassformer.train.recipe import choose, choose_tokenizer
+from glassformer.train.recipe import choose, choose_tokenizer, small_model_threads
 
 from cli_helpers import run, train_once
 
@@ -56,6 +56,15 @@ def test_a_small_character_lm_gets_more_smaller_steps():
     g2p = cmudict_pairs()[:5000]
     tsv = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None)
     assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
+
+
+def test_threads_follow_the_free_cores():
+    """A small model takes a second thread only where a second core is free (a busy one makes it spin)."""
+    assert small_model_threads(2, 0.1)[0] == 2
+    assert small_model_threads(2, 1.0)[0] == 1  # another job holds one of the two cores
+    assert small_model_threads(2, 9.0)[0] == 1 and "load 9.0" in small_model_threads(2, 9.0)[1]
+    assert small_model_threads(1, 0.0)[0] == 1
+    assert small_model_threads(64, 3.0)[0] == 2  # more than 2 was not measured for matrices this small
 
 
 def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch, capsys):

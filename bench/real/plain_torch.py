@@ -12,14 +12,16 @@ model code (only its data files and its metric functions, so both arms are score
   norm_first=True, learned positions; d_model 128, 4 layers, block 128, batch 64), characters,
   AdamW 1e-3 with 100 warmup steps (nanoGPT's shakespeare_char); valid bits per character every 100 steps, test bpc at the end.
 
-One thread (`torch.set_num_threads(1)`): it runs beside glassformer's arm with the same share
-of a shared machine. Each line of OUT.jsonl: {"elapsed_s", "step", "split", metric...}.
+One thread (`torch.set_num_threads(1)`) by default: it runs beside glassformer's arm with the same
+share of a shared machine; `PLAIN_THREADS=N` for the sequential protocol (each arm alone on the
+machine, `SEQUENTIAL=1 bash bench/real/run.sh`). Each line of OUT.jsonl: {"elapsed_s", "step", "split", metric...}.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -209,7 +211,7 @@ def lm(lang: str, data: Path, log, minutes: float) -> None:
 
 
 def main(task: str, data: str, out: str, minutes: float) -> None:
-    torch.set_num_threads(1)
+    torch.set_num_threads(int(os.environ.get("PLAIN_THREADS", "1")))
     torch.manual_seed(0)
     f = Path(out).open("w", encoding="utf-8")
 
