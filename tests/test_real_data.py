@@ -2,6 +2,10 @@
 
 import json
 import math
+import os
+import subprocess
+import sys
+import time
 from collections import Counter
 
 import jiwer
@@ -11,7 +15,7 @@ import torch
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs
 from glassformer.train.error_rates import (bits_per_character, char_error_rate, edit_distance,
                                            sequence_error_rate, token_error_rate)
-from glassformer.train.recipe import choose, choose_tokenizer, small_model_threads
+from glassformer.train.recipe import busy_cores, choose, choose_tokenizer, small_model_threads
 
 from cli_helpers import run, train_once
 
@@ -62,9 +66,21 @@ def test_threads_follow_the_free_cores():
     """A small model takes a second thread only where a second core is free (a busy one makes it spin)."""
     assert small_model_threads(2, 0.1)[0] == 2
     assert small_model_threads(2, 1.0)[0] == 1  # another job holds one of the two cores
-    assert small_model_threads(2, 9.0)[0] == 1 and "load 9.0" in small_model_threads(2, 9.0)[1]
+    assert small_model_threads(2, 9.0)[0] == 1 and "9.0 busy" in small_model_threads(2, 9.0)[1]
     assert small_model_threads(1, 0.0)[0] == 1
     assert small_model_threads(64, 3.0)[0] == 2  # more than 2 was not measured for matrices this small
+
+
+def test_busy_cores_sees_a_spinning_process():
+    """busy_cores reads the machine now (not the lagging load average): a process spinning on one
+    core counts as at least most of a core."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        busy = busy_cores(os.cpu_count() or 1, seconds=0.5)
+    finally:
+        spinner.kill()
+    assert 0.8 <= busy <= (os.cpu_count() or 1) + 0.01, busy
 
 
 def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch, capsys):

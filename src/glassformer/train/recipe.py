@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,6 +135,27 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     return r
 
 
+def busy_cores(cores: int, seconds: float = 0.3) -> float:
+    """How many cores other work keeps busy right now: /proc/stat's busy time over `seconds`
+    (Linux), else the 1-minute load average, which lags by about a minute (a job that just ended
+    still counts)."""
+    def sample() -> tuple[int, int] | None:
+        try:
+            with open("/proc/stat", encoding="ascii") as f:
+                fields = [int(v) for v in f.readline().split()[1:]]
+        except (OSError, ValueError):
+            return None
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
+        return sum(fields[:8]) - idle, sum(fields[:8])
+    first = sample()
+    if first is not None:
+        time.sleep(seconds)
+        second = sample()
+        if second is not None and second[1] > first[1]:
+            return cores * (second[0] - first[0]) / (second[1] - first[1])
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float(cores)
+
+
 def small_model_threads(cores: int | None = None, load: float | None = None) -> tuple[int, str]:
     """(threads, why) for a model of d_model ≤ 128, from the cores that are free right now.
 
@@ -143,11 +165,11 @@ def small_model_threads(cores: int | None = None, load: float | None = None) -> 
     More than 2 threads was not measured for matrices this small, so it is not used."""
     cores = cores if cores is not None else (os.cpu_count() or 1)
     if load is None:
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float(cores)
+        load = busy_cores(cores)
     if cores >= 2 and cores - load >= 1.5:
-        return 2, (f"2 CPU threads ({cores} cores, load {load:.1f}: a free second core gives a model "
+        return 2, (f"2 CPU threads ({cores} cores, {load:.1f} busy: a free second core gives a model "
                    f"this small ~25% more steps; --threads 1 beside other jobs)")
-    return 1, (f"1 CPU thread ({cores} cores, load {load:.1f}: with no free core a second thread only "
+    return 1, (f"1 CPU thread ({cores} cores, {load:.1f} busy: with no free core a second thread only "
                f"spins, 17x slower when measured)")
 
 
