@@ -16,7 +16,7 @@ from glassformer.train import TrainConfig, TrainingDiverged, load_checkpoint, tr
 from glassformer.train.batching import BatchStream, epoch_batches
 from glassformer.train.checkpoint import load_train_state
 from glassformer.train.evaluate import evaluate
-from glassformer.train.schedule import cosine, noam
+from glassformer.train.schedule import cosine, noam, wsd
 from glassformer.train.tasks import TaskData, encode_split
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -50,6 +50,26 @@ def test_cosine_warms_up_then_decays_to_the_floor():
     assert cosine(10, 1e-3, 10, 100) == pytest.approx(1e-3)
     assert cosine(55, 1e-3, 10, 100, 0.1) == pytest.approx(1e-4 + 0.9e-3 * 0.5)  # halfway: cos = 0
     assert cosine(100, 1e-3, 10, 100, 0.1) == pytest.approx(1e-4)
+
+
+def test_wsd_holds_the_peak_then_decays_over_the_last_fifth_of_the_budget():
+    assert wsd(5, 1e-3, 10, 0.0) == pytest.approx(5e-4)  # warmup: linear
+    assert wsd(500, 1e-3, 10, 0.79) == pytest.approx(1e-3)  # stable: the peak, whatever the step
+    assert wsd(500, 1e-3, 10, 0.9) == pytest.approx(5e-4)  # halfway through the decay
+    assert wsd(500, 1e-3, 10, 1.0) == pytest.approx(0.0)
+
+
+def test_wsd_follows_the_step_budget_in_a_run(tmp_path):
+    """The logged rate of a 100-step run: the peak until step 80, then a line down to ~0 at 100."""
+    import json
+    train(TrainConfig(task="copy", out=str(tmp_path), schedule="wsd", lr=1e-3, warmup=10, max_steps=100,
+                      eval_every=100, eval_size=10, log_every=10, quiet=True),
+          data=digit_task("copy", n=200), model_overrides=TINY)
+    lrs = {r["step"]: r["lr"] for r in map(json.loads, (tmp_path / "metrics.jsonl").read_text().splitlines())
+           if r["split"] == "train"}
+    assert lrs[50] == pytest.approx(1e-3) and lrs[80] == pytest.approx(1e-3, rel=0.02)
+    # an update's rate is set when the previous one ends, from the budget spent then (a step or two behind)
+    assert 5e-4 <= lrs[90] <= 6e-4 and lrs[100] < 1e-4
 
 
 def test_cosine_without_max_steps_is_a_config_error(tmp_path):

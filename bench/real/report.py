@@ -41,7 +41,9 @@ def curve(root: Path, task: str, figures: Path) -> None:
     if task in simple:
         plt.axhline(simple[task][key], color="grey", ls="--",
                     label="per-symbol majority (test)" if task in ("g2p", "pinyin") else "5-gram (test)")
-    plt.xlabel("wall-clock minutes (one thread each, run side by side)")
+    protocol = root / f"protocol-{task}.txt"  # written by run.sh
+    plt.xlabel("wall-clock minutes (" + (protocol.read_text().strip() if protocol.exists()
+                                          else "one thread each, run side by side") + ")")
     plt.ylabel(label)
     plt.title(task)
     plt.legend()
@@ -82,7 +84,8 @@ def table(root: Path) -> str:
 def main(root: str, figures: str = "docs/figures") -> None:
     r = Path(root)
     for task in METRIC:
-        curve(r, task, Path(figures))
+        if (r / f"ours-{task}" / "metrics.jsonl").exists() or (r / f"plain-{task}.jsonl").exists():
+            curve(r, task, Path(figures))  # a task not run here keeps its earlier figure
     print(table(r))
 
 

@@ -29,9 +29,11 @@ for t in $TASKS; do
   esac
   rm -rf "$OUT/ours-$t"
   if [ "${SEQUENTIAL:-0}" = 1 ]; then
+    echo "each arm alone on $(nproc) cores, one after the other" > "$OUT/protocol-$t.txt"
     $GF train "${args[@]}" --out "$OUT/ours-$t" --max-minutes "$MIN" --quiet > "$OUT/ours-$t.log" 2>&1
     PLAIN_THREADS=$(nproc) $PY bench/real/plain_torch.py "$t" "$D" "$OUT/plain-$t.jsonl" "$MIN" > "$OUT/plain-$t.log" 2>&1
   else
+    echo "one thread each, run side by side" > "$OUT/protocol-$t.txt"
     $GF train "${args[@]}" --out "$OUT/ours-$t" --max-minutes "$MIN" --threads 1 --quiet > "$OUT/ours-$t.log" 2>&1 &
     ours=$!
     $PY bench/real/plain_torch.py "$t" "$D" "$OUT/plain-$t.jsonl" "$MIN" > "$OUT/plain-$t.log" 2>&1 &

@@ -16,7 +16,7 @@ from ..config import StrictConfig
 from ..errors import ConfigError
 
 TASKS = ("zh-en", "copy", "reverse", "sort", "add", "tsv", "lm")
-SCHEDULES = ("noam", "rsqrt", "cosine", "constant")
+SCHEDULES = ("noam", "rsqrt", "cosine", "wsd", "constant")
 RECIPES = ("paper", "auto")
 TOKENIZERS = ("char", "word", "jieba", "bpe", "unigram")
 MONITORS = ("loss", "exact_match")
@@ -61,7 +61,7 @@ class TrainConfig(StrictConfig):
     lr: float = 1e-3  # peak rate for cosine/constant; noam computes its own (scaled by noam_factor)
     noam_factor: float = 1.0
     warmup: int = 400  # the paper uses 4000 for 100k steps; small tasks need far fewer
-    min_lr_ratio: float = 0.1  # cosine ends at lr · min_lr_ratio
+    min_lr_ratio: float = 0.1  # cosine ends at lr · min_lr_ratio (wsd at 0)
     beta1: float = 0.9
     beta2: float = 0.98
     eps: float = 1e-9

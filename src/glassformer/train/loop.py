@@ -33,7 +33,7 @@ from . import distributed, run_folder
 from .batching import example_length
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
-from .schedule import make_scheduler
+from .schedule import WSD_DECAY, make_scheduler
 from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
 
 DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
@@ -202,7 +202,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
 
     model = build_model(model_config).to(rt.device).train()
     optimizer = build_optimizer(model, cfg)
-    scheduler = make_scheduler(optimizer, cfg, model_config.d_model)
+    budget = {"spent": 0.0}  # share of the run's steps or minutes used: the wsd schedule's clock
+    scheduler = make_scheduler(optimizer, cfg, model_config.d_model, lambda: budget["spent"])
     train_set = data.encoded["train"]
     lengths = [example_length(e) for e in train_set]
     check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)",
@@ -267,8 +268,10 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             if cfg.clip_norm is not None:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
             optimizer.step()
-            scheduler.step()
             step += 1
+            budget["spent"] = max(step / max_steps if max_steps else 0.0,  # the next update's rate sees it
+                                  elapsed / (cfg.max_minutes * 60) if cfg.max_minutes else 0.0)
+            scheduler.step()
             tokens_seen += n_tok
             window_tokens += n_tok
             for fn in callbacks:
@@ -287,8 +290,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 if improved:
                     best_score, best_metrics, bad_evals = score, _public(metrics), 0
                     save("best", False, metrics)
-                else:
-                    bad_evals += 1
+                elif not (cfg.schedule == "wsd" and budget["spent"] < 1.0 - WSD_DECAY):
+                    bad_evals += 1  # wsd: patience counts in the decay phase only (its rate is what stalls)
                 log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})
                 progress.note(_eval_line(step, metrics, improved))
                 save("checkpoint", True, metrics)

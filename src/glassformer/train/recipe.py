@@ -9,10 +9,11 @@ keeps the architecture of the paper and changes what real data needs:
   words for a closed vocabulary (phonemes, tags), BPE for open-vocabulary prose;
 - Pre-LN (norm before each sublayer, a final norm), stable without a tuned warmup
   (Xiong et al. 2020, "On Layer Normalization in the Transformer Architecture");
-- AdamW with a named peak rate, linear warmup, then 1/sqrt(step) decay ("rsqrt");
+- AdamW with a named peak rate, linear warmup, held, then a linear decay over the last fifth of the
+  budget in steps or minutes ("wsd": warmup-stable-decay);
 - a model sized from the number of training tokens and the minutes given;
 - the held-out split of the task (5% valid, 5% test), early stopping after `patience`
-  evaluations without improvement, and the best model kept in best/.
+  evaluations without improvement (counted in the decay phase), and the best model kept in best/.
 
 `--recipe paper` gives the 2017 settings; every flag still overrides either recipe.
 """
@@ -121,13 +122,14 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.reasons.append("batch 16 windows (more, smaller steps: a CPU budget sees few 8k-token steps)")
     if max_steps is not None:
         warmup = max(1, min(warmup, max_steps // 10))  # a short run warms up a tenth
-    r.train.update(schedule="rsqrt", lr=peak, warmup=warmup, patience=10, recipe="auto")
+    r.train.update(schedule="wsd", lr=peak, warmup=warmup, patience=10, recipe="auto")
     if fields["d_model"] <= 128:
         threads, why = small_model_threads()
         r.train["threads"] = threads
         r.reasons.append(why)
-    r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, then 1/sqrt(step) decay (the paper's noam"
-                     f" would peak at d_model^-0.5·warmup^-0.5)")
+    r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
+                     f" fifth of the budget (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and"
+                     f" decay from the start)")
     held = len(raw.get("valid", []))
     r.reasons.append(f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
                      f" for test; early stopping after 10 evaluations without a better "
