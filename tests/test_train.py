@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import random
 from collections import Counter
@@ -61,7 +62,6 @@ def test_wsd_holds_the_peak_then_decays_over_the_last_fifth_of_the_budget():
 
 def test_wsd_follows_the_step_budget_in_a_run(tmp_path):
     """The logged rate of a 100-step run: the peak until step 80, then a line down to ~0 at 100."""
-    import json
     train(TrainConfig(task="copy", out=str(tmp_path), schedule="wsd", lr=1e-3, warmup=10, max_steps=100,
                       eval_every=100, eval_size=10, log_every=10, quiet=True),
           data=digit_task("copy", n=200), model_overrides=TINY)
@@ -134,7 +134,6 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path):
 
 
 def _metrics(run):
-    import json
     return [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
 
 

@@ -75,6 +75,7 @@ def supports(model: nn.Module, cache: KVCache | None) -> bool:
 # of the benchmark model, scratch measurement); at batch 1 it was a tie.
 _REORDER = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None) if torch.backends.mkldnn.is_available() else None
 DECODE_ROUTES = ("blas", "onednn", "onednn_packed") + (("onednn_blocked",) if _REORDER is not None else ())
+_COPYING = ("onednn_packed", "onednn_blocked")  # the routes that keep a copy of W on the module
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
 _TABLE: dict[tuple, str] = {}
 _TIMINGS: dict[tuple, dict[str, float]] = {}  # seconds per route, for the benchmark report
@@ -108,7 +109,7 @@ def _packed(owner: nn.Module, name: str, W: torch.Tensor, rows: int | None = Non
     module builds a new one whenever a projection changes (`_fused`)."""
     cache = owner.__dict__.setdefault("_decode_packed", {})
     version = None if W.is_inference() else W._version
-    key = name if rows is None else (name, rows)
+    key = (name, rows)
     hit = cache.get(key)
     if hit is None or hit[0] is not W or hit[1] != version:
         copy = W.detach().t().contiguous()
@@ -129,7 +130,7 @@ class _Gemm:
     def _call(self, route: str, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
         if route == "onednn":
             return onednn_linear(x2, self.W.t(), self.b)
-        if route in ("onednn_packed", "onednn_blocked"):
+        if route in _COPYING:
             rows = x2.shape[0] if route == "onednn_blocked" else None
             if self.packed is None or self.packed[0] != rows:
                 self.packed = (rows, _packed(self.owner, self.name, self.W, rows))
@@ -156,11 +157,12 @@ class _Gemm:
                 self.route = _TABLE[key] = min(best, key=best.get)
                 _TIMINGS[key] = best
         # keep only the winner's copy of W (measuring made one per copying route)
-        keep = {"onednn_packed": self.name, "onednn_blocked": (self.name, x2.shape[0])}.get(self.route)
+        rows = x2.shape[0] if self.route == "onednn_blocked" else None
+        keep = (self.name, rows) if self.route in _COPYING else None
         kept = self.owner.__dict__.get("_decode_packed", {})
-        for key in [k for k in kept if k != keep and (k == self.name or (isinstance(k, tuple) and k[0] == self.name))]:
+        for key in [k for k in kept if k[0] == self.name and k != keep]:
             del kept[key]
-        if keep is None or (self.packed is not None and self.packed[0] != (None if keep == self.name else keep[1])):
+        if keep is None or (self.packed is not None and self.packed[0] != rows):
             self.packed = None
 
     def __call__(self, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
