@@ -52,3 +52,7 @@ def test_cmudict_pairs_first_pronunciation_without_stress():
     assert dict(cmudict_pairs(stress=True))["cat"] == "K AE1 T"
     assert all(re.fullmatch(r"[a-z][a-z']*", w) for w in pairs)
     assert len(pairs) > 100_000
+    # variants: every distinct stress-free reading, the dictionary's first first
+    readings = [p for w, p in cmudict_pairs(variants=True) if w == "read"]
+    assert readings == list(dict.fromkeys(" ".join(re.sub(r"\d", "", x) for x in p) for p in cmudict.dict()["read"]))
+    assert len(readings) == 2 and readings[0] == pairs["read"]

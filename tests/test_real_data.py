@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs
-from glassformer.train.error_rates import (bits_per_character, char_error_rate, edit_distance,
-                                           sequence_error_rate, token_error_rate)
+from glassformer.train.error_rates import (bits_per_character, char_error_rate, closest_references, edit_distance,
+                                           references_by_source, sequence_error_rate, token_error_rate)
 from glassformer.train.recipe import busy_cores, choose, choose_tokenizer, small_model_threads
 
 from cli_helpers import run, train_once
@@ -32,6 +32,18 @@ def test_error_rates_match_jiwer_and_hand_counts():
     assert char_error_rate(hyps, refs) == pytest.approx(jiwer.cer(refs, hyps))
     assert sequence_error_rate(hyps, refs) == pytest.approx(2 / 3)
     assert edit_distance("kitten", "sitting") == 3 and edit_distance("", "abc") == 3
+
+
+def test_a_word_with_two_pronunciations_is_scored_against_the_closest():
+    refs_of = references_by_source([("read", "R IY D"), ("cat", "K AE T"), ("read", "R EH D")])
+    assert refs_of == {"read": ["R IY D", "R EH D"], "cat": ["K AE T"]}
+    hyps = ["R EH D", "K AE"]
+    refs = closest_references(hyps, list(refs_of.values()))
+    assert refs == ["R EH D", "K AE T"]
+    # by hand: "read" matches its second reading (0 edits), "cat" misses T (1 edit) over 3 + 3 phonemes
+    assert token_error_rate(hyps, refs) == pytest.approx(jiwer.wer(refs, hyps)) == pytest.approx(1 / 6)
+    assert sequence_error_rate(hyps, refs) == pytest.approx(1 / 2)
+    assert closest_references(["R AY D"], [["R IY D", "R EH D"]]) == ["R IY D"]  # a tie: the first
 
 
 def test_bits_per_character_by_hand():
@@ -60,6 +72,17 @@ def test_a_small_character_lm_gets_more_smaller_steps():
     g2p = cmudict_pairs()[:5000]
     tsv = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None)
     assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
+
+
+def test_dropout_only_when_the_budget_allows_many_passes():
+    g2p = cmudict_pairs()  # ~1.5M tokens: 30 minutes is a few passes
+    few = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None)
+    assert few.model["dropout"] == 0.0 and any("no dropout" in r for r in few.reasons)
+    small = g2p[:5000]  # ~70k tokens: 30 minutes is over a hundred passes
+    many = choose("tsv", {"train": small, "valid": small[:10], "test": small[:10]}, 30, None)
+    assert many.model["dropout"] == 0.1
+    unlimited = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, None, None)
+    assert unlimited.model["dropout"] == 0.1  # trained to convergence: dropout as in the paper
 
 
 def test_threads_follow_the_free_cores():
@@ -185,6 +208,30 @@ def test_bad_lines_do_not_stop_the_others_and_order_is_kept(copy_run, tmp_path, 
             assert batched[:n] == alone[:n]
             if len(alone) < 2 * len(src) + 10:  # stopped at <eos> on its own: the batch must too
                 assert batched == alone
+
+
+def test_eval_scores_a_source_with_several_references_once(copy_run, tmp_path, monkeypatch, capsys):
+    """A source on two lines is one item: right if the output matches either line's target."""
+    from glassformer.train.checkpoint import load_checkpoint
+    from glassformer.train.evaluate import translate_ids
+    ck = load_checkpoint(copy_run)
+    sources = ["1 2 3", "4 5", "6 7 8 9"]
+    outputs = [ck.tgt_tokenizer.decode(ids) for ids in translate_ids(ck.model, [ck.src_tokenizer.encode(s)
+                                                                                  for s in sources])]
+    wrong = ["0 0 0 0 0 0", "0 0 0 0 0 0", "0 0 0 0 0 0"]
+    assert all(w != o for w, o in zip(wrong, outputs))
+    # each source: a wrong target, then (for the first two) the model's own output as a second reference
+    tsv = tmp_path / "multi.tsv"
+    lines = [f"{s}\t{w}" for s, w in zip(sources, wrong)] + [f"{s}\t{o}" for s, o in zip(sources[:2], outputs)]
+    tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(copy_run), "--data", str(tsv), "--json")
+    assert code == 0, err
+    m = json.loads(out)
+    assert m["n"] == 5 and m["n_sources"] == 3
+    assert m["exact_match"] == pytest.approx(2 / 3) and m["ser"] == pytest.approx(1 / 3)
+    # token error: 0 + 0 + the third source against its only (wrong) target, as jiwer counts it
+    third = jiwer.wer(wrong[2], outputs[2]) * len(wrong[2].split())
+    assert m["wer"] == pytest.approx(third / (len(outputs[0].split()) + len(outputs[1].split()) + 6))
 
 
 def test_stdin_streams_in_order(copy_run, monkeypatch, capsys):

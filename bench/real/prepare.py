@@ -2,8 +2,10 @@
 
     python bench/real/prepare.py runs/real/data
 
-- g2p-train.tsv / g2p-test.tsv: CMUdict word<TAB>phonemes (stress removed, first pronunciation),
-  a seeded split with 12,000 test words (issue 10 asks for >= 10,000);
+- g2p-train.tsv / g2p-test.tsv: CMUdict word<TAB>phonemes (stress removed), a seeded split with
+  12,000 test words (issue 10 asks for >= 10,000); training on each word's first pronunciation,
+  the test file holding every pronunciation of its words, one line each (about 6% of them have
+  two or more): a word is right if it matches any, as G2P papers score CMUdict;
 - pinyin-train.tsv / pinyin-test.tsv: pypinyin's phrase dictionary, phrase<TAB>pinyin syllables,
   a seeded split with 5,000 test phrases (a CJK-source TSV like the issue's 45k pairs);
 - en-train.txt / en-test.txt, zh-train.txt / zh-test.txt: Debian fortunes, split by document
@@ -35,7 +37,11 @@ def main(out: str) -> None:
     root.mkdir(parents=True, exist_ok=True)
     pairs = cmudict_pairs()
     random.Random(0).shuffle(pairs)
-    write_lines(root / "g2p-test.tsv", [f"{w}\t{p}" for w, p in pairs[:G2P_TEST]])
+    test_words = {w for w, _ in pairs[:G2P_TEST]}
+    variants = [(w, p) for w, p in cmudict_pairs(variants=True) if w in test_words]
+    order = {w: i for i, (w, _) in enumerate(pairs[:G2P_TEST])}  # the shuffled order, variants together
+    variants.sort(key=lambda wp: order[wp[0]])  # stable: each word's first pronunciation first
+    write_lines(root / "g2p-test.tsv", [f"{w}\t{p}" for w, p in variants])
     write_lines(root / "g2p-train.tsv", [f"{w}\t{p}" for w, p in pairs[G2P_TEST:]])
     pairs = pinyin_pairs()
     random.Random(0).shuffle(pairs)

@@ -116,10 +116,12 @@ _WORD = re.compile(r"[a-z][a-z']*")
 _STRESS = re.compile(r"\d")
 
 
-def cmudict_pairs(stress: bool = False) -> list[tuple[str, str]]:
+def cmudict_pairs(stress: bool = False, variants: bool = False) -> list[tuple[str, str]]:
     """(word, "PH ON EM ES") for each CMUdict word made of letters a-z and apostrophes.
 
-    First pronunciation per word only (the dictionary's own order). Stress digits are removed
+    First pronunciation per word only (the dictionary's own order); `variants=True` gives a pair
+    for each distinct pronunciation, the first first (a test set scored against any of them, as
+    G2P papers score words with variants). Stress digits are removed
     by default (AH0 -> AH), giving the 39-phoneme set the G2P literature reports WER/PER on
     (Yolchuyeva et al. 2019, Rao et al. 2015); `stress=True` keeps them. Words with digits,
     dots or other punctuation (abbreviations) are left out. Sorted by word.
@@ -133,8 +135,8 @@ def cmudict_pairs(stress: bool = False) -> list[tuple[str, str]]:
     for word, prons in sorted(cmudict.dict().items()):
         if not prons or not _WORD.fullmatch(word):
             continue
-        phones = " ".join(prons[0])
-        pairs.append((word, phones if stress else _STRESS.sub("", phones)))
+        readings = [" ".join(p) if stress else _STRESS.sub("", " ".join(p)) for p in prons]
+        pairs.extend((word, r) for r in (dict.fromkeys(readings) if variants else readings[:1]))
     return pairs
 
 

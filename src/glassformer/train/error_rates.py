@@ -6,6 +6,10 @@
 - `sequence_error_rate`: fraction of outputs not exactly right; the G2P papers' "WER", where a
   word counts as wrong if any phoneme is (Yolchuyeva et al. 2019; Rao et al. 2015).
 - `char_error_rate`: the same edit distance over characters.
+- `closest_references(hyps, reference_lists)`: for a source with several right answers (a word
+  with two pronunciations), the one its hypothesis is nearest to, which every rate above is then
+  computed against: the G2P literature's scoring of words with variants (Bisani & Ney 2008), and
+  an exact match when the hypothesis equals any of them.
 - `bits_per_character(nats, text_lines)`: a language model's summed loss in bits divided by the
   characters it predicted, each line end counted as one character (a newline), so that models
   with different tokenizers compare.
@@ -53,6 +57,21 @@ def sequence_error_rate(hypotheses: Sequence[str], references: Sequence[str]) ->
         return 0.0
     wrong = sum(h.split() != r.split() for h, r in zip(hypotheses, references))
     return wrong / len(references)
+
+
+def references_by_source(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
+    """{source: its targets}, sources in first-seen order: a source on several lines of a TSV
+    has several right answers."""
+    refs: dict[str, list[str]] = {}
+    for src, tgt in pairs:
+        refs.setdefault(src, []).append(tgt)
+    return refs
+
+
+def closest_references(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]]) -> list[str]:
+    """For each hypothesis, the reference with the fewest token edits from it (the first on a tie)."""
+    return [min(refs, key=lambda r: edit_distance(h.split(), r.split())) if len(refs) > 1 else refs[0]
+            for h, refs in zip(hypotheses, reference_lists)]
 
 
 def bits_per_character(total_nats: float, lines: Sequence[str]) -> float:

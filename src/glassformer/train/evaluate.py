@@ -6,7 +6,8 @@ rate, and bits per character for language models.)
 - loss: mean cross-entropy per target token, *without* label smoothing, so perplexity
   = exp(loss) is comparable across runs (the paper reports perplexity per word-piece, §6.2);
 - exact match: greedy translation (argmax at each step, the KV cache of `glassformer.generate`)
-  compared with the reference string;
+  compared with the reference string; a source on several lines (a word with two pronunciations)
+  is one item, right if it matches any of them, its error rates against the closest;
 - BLEU and chrF: sacrebleu's corpus scores on the same translations (the paper reports BLEU).
 """
 
@@ -119,11 +120,14 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return same / len(references)
 
 
-def bleu_chrf(hypotheses: Sequence[str], references: Sequence[str]) -> dict[str, float]:
-    """sacrebleu corpus BLEU and chrF (one reference per sentence)."""
+def bleu_chrf(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> dict[str, float]:
+    """sacrebleu corpus BLEU and chrF: one reference per sentence, or a list of them per sentence
+    (sacrebleu's reference streams, None where a sentence has fewer)."""
     import sacrebleu
-    return {"bleu": sacrebleu.corpus_bleu(list(hypotheses), [list(references)]).score,
-            "chrf": sacrebleu.corpus_chrf(list(hypotheses), [list(references)]).score}
+    lists = [[r] if isinstance(r, str) else list(r) for r in references]
+    streams = [[refs[k] if k < len(refs) else None for refs in lists] for k in range(max(map(len, lists), default=1))]
+    return {"bleu": sacrebleu.corpus_bleu(list(hypotheses), streams).score,
+            "chrf": sacrebleu.corpus_chrf(list(hypotheses), streams).score}
 
 
 def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool = False,
@@ -135,15 +139,25 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
     loss = mean_loss(model, examples, device=device)
     metrics: dict[str, Any] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "n": len(examples)}
     if data.kind == "seq2seq":
+        # A source on several lines is one item with several right answers (a word with two
+        # pronunciations): translated once, scored against the answer it is closest to.
         raw = data.raw[split][:len(examples)]
+        lines_of: dict[str, list[int]] = {}
+        for i, (src, _) in enumerate(raw):
+            lines_of.setdefault(src, []).append(i)
+        groups = list(lines_of.values())
         hyps = [data.tgt_tok.decode(ids) for ids in
-                translate_ids(model, [s for s, _ in examples], beam_size, device=device)]
-        refs = [t for _, t in raw]
+                translate_ids(model, [examples[g[0]][0] for g in groups], beam_size, device=device)]
+        ref_lists = [[raw[i][1] for i in g] for g in groups]
+        refs = error_rates.closest_references(hyps, ref_lists)
         metrics["exact_match"] = exact_match(hyps, refs)
         metrics.update(error_rates.for_outputs(hyps, refs))
+        if len(groups) < len(raw):
+            metrics["n_sources"] = len(groups)
         if with_bleu:
-            metrics.update(bleu_chrf(hyps, refs))
-        metrics["hypotheses"] = hyps
+            metrics.update(bleu_chrf(hyps, ref_lists))
+        hyp_of = {src: h for src, h in zip(lines_of, hyps)}
+        metrics["hypotheses"] = [hyp_of[src] for src, _ in raw]  # one per line, in line order
     elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
         predicted = sum(len(w[0]) - 1 for w in examples)
         metrics["bpc"] = error_rates.bits_per_character(loss * predicted, data.raw[split])
