@@ -211,27 +211,30 @@ def test_bad_lines_do_not_stop_the_others_and_order_is_kept(copy_run, tmp_path, 
 
 
 def test_eval_scores_a_source_with_several_references_once(copy_run, tmp_path, monkeypatch, capsys):
-    """A source on two lines is one item: right if the output matches either line's target."""
+    """A source on lines with different targets is one item, right if the output matches either;
+    a line repeated word for word is a repeated example."""
     from glassformer.train.checkpoint import load_checkpoint
     from glassformer.train.evaluate import translate_ids
     ck = load_checkpoint(copy_run)
     sources = ["1 2 3", "4 5", "6 7 8 9"]
     outputs = [ck.tgt_tokenizer.decode(ids) for ids in translate_ids(ck.model, [ck.src_tokenizer.encode(s)
                                                                                   for s in sources])]
-    wrong = ["0 0 0 0 0 0", "0 0 0 0 0 0", "0 0 0 0 0 0"]
-    assert all(w != o for w, o in zip(wrong, outputs))
-    # each source: a wrong target, then (for the first two) the model's own output as a second reference
+    wrong = "0 0 0 0 0 0"
+    assert all(wrong != o for o in outputs)
+    # each source: a wrong target; the first two also the model's own output as a second reference;
+    # the third source's line twice (a repeated example)
     tsv = tmp_path / "multi.tsv"
-    lines = [f"{s}\t{w}" for s, w in zip(sources, wrong)] + [f"{s}\t{o}" for s, o in zip(sources[:2], outputs)]
+    lines = ([f"{s}\t{wrong}" for s in sources] + [f"{s}\t{o}" for s, o in zip(sources[:2], outputs)]
+             + [f"{sources[2]}\t{wrong}"])
     tsv.write_text("\n".join(lines) + "\n", encoding="utf-8")
     code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(copy_run), "--data", str(tsv), "--json")
     assert code == 0, err
     m = json.loads(out)
-    assert m["n"] == 5 and m["n_sources"] == 3
-    assert m["exact_match"] == pytest.approx(2 / 3) and m["ser"] == pytest.approx(1 / 3)
-    # token error: 0 + 0 + the third source against its only (wrong) target, as jiwer counts it
-    third = jiwer.wer(wrong[2], outputs[2]) * len(wrong[2].split())
-    assert m["wer"] == pytest.approx(third / (len(outputs[0].split()) + len(outputs[1].split()) + 6))
+    assert m["n"] == 6 and m["n_scored"] == 4  # "1 2 3", "4 5", and "6 7 8 9" twice
+    assert m["exact_match"] == pytest.approx(2 / 4) and m["ser"] == pytest.approx(2 / 4)
+    # token error: 0 + 0 + twice the third source against its only (wrong) target, as jiwer counts it
+    third = jiwer.wer(wrong, outputs[2]) * len(wrong.split())
+    assert m["wer"] == pytest.approx(2 * third / (len(outputs[0].split()) + len(outputs[1].split()) + 12))
 
 
 def test_stdin_streams_in_order(copy_run, monkeypatch, capsys):

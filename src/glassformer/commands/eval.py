@@ -7,8 +7,9 @@
 Translators: greedy (or --beam K) translations scored with sacrebleu BLEU and chrF, and exact
 match; for zh-en also the role-reversed pairs (猫 追 狗 / 狗 追 猫) both translated right.
 Translators also get WER (edit distance over output tokens: the PER of a G2P model), CER and
-the sequence error rate. A source on several lines of --data (a word with two pronunciations) is
-one item with several right answers: scored against the one its output is closest to. Every model: cross-entropy per token and perplexity; language models
+the sequence error rate. A source on several lines of --data with different targets (a word with
+two pronunciations) is one item with several right answers, scored against the one its output is
+closest to; a line repeated word for word counts as often as it occurs. Every model: cross-entropy per token and perplexity; language models
 also bits per character.
 """
 
@@ -81,9 +82,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             typer.echo(json.dumps(m, ensure_ascii=False))
             return
-        if "n_sources" in m:
-            typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} lines, {m['n_sources']} distinct sources: a source"
-                       f" on several lines is right if it matches any of them)")
+        if "n_scored" in m:
+            typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} lines, {m['n_scored']} scored: a source on"
+                       f" several lines with different targets is one item, right if it matches any)")
         else:
             typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} examples)")
         if "exact_match" in m:

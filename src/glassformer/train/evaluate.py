@@ -6,14 +6,16 @@ rate, and bits per character for language models.)
 - loss: mean cross-entropy per target token, *without* label smoothing, so perplexity
   = exp(loss) is comparable across runs (the paper reports perplexity per word-piece, §6.2);
 - exact match: greedy translation (argmax at each step, the KV cache of `glassformer.generate`)
-  compared with the reference string; a source on several lines (a word with two pronunciations)
-  is one item, right if it matches any of them, its error rates against the closest;
+  compared with the reference string; a source on several lines with different targets (a word
+  with two pronunciations) is one item, right if it matches any of them, its error rates against
+  the closest;
 - BLEU and chrF: sacrebleu's corpus scores on the same translations (the paper reports BLEU).
 """
 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Any, Sequence
 
 import torch
@@ -139,25 +141,29 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
     loss = mean_loss(model, examples, device=device)
     metrics: dict[str, Any] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "n": len(examples)}
     if data.kind == "seq2seq":
-        # A source on several lines is one item with several right answers (a word with two
-        # pronunciations): translated once, scored against the answer it is closest to.
+        # A source on several lines with different targets is one item with several right answers
+        # (a word with two pronunciations), scored against the answer its output is closest to; a
+        # line repeated word for word is a repeated example and counts as often as it occurs.
         raw = data.raw[split][:len(examples)]
         lines_of: dict[str, list[int]] = {}
         for i, (src, _) in enumerate(raw):
             lines_of.setdefault(src, []).append(i)
         groups = list(lines_of.values())
-        hyps = [data.tgt_tok.decode(ids) for ids in
-                translate_ids(model, [examples[g[0]][0] for g in groups], beam_size, device=device)]
-        ref_lists = [[raw[i][1] for i in g] for g in groups]
+        outputs = [data.tgt_tok.decode(ids) for ids in
+                   translate_ids(model, [examples[g[0]][0] for g in groups], beam_size, device=device)]
+        ref_sets = [list(dict.fromkeys(raw[i][1] for i in g)) for g in groups]
+        repeats = [max(Counter(raw[i][1] for i in g).values()) for g in groups]
+        hyps = [h for h, k in zip(outputs, repeats) for _ in range(k)]
+        ref_lists = [refs for refs, k in zip(ref_sets, repeats) for _ in range(k)]
         refs = error_rates.closest_references(hyps, ref_lists)
         metrics["exact_match"] = exact_match(hyps, refs)
         metrics.update(error_rates.for_outputs(hyps, refs))
-        if len(groups) < len(raw):
-            metrics["n_sources"] = len(groups)
+        if len(hyps) < len(raw):
+            metrics["n_scored"] = len(hyps)
         if with_bleu:
             metrics.update(bleu_chrf(hyps, ref_lists))
-        hyp_of = {src: h for src, h in zip(lines_of, hyps)}
-        metrics["hypotheses"] = [hyp_of[src] for src, _ in raw]  # one per line, in line order
+        output_of = dict(zip(lines_of, outputs))
+        metrics["hypotheses"] = [output_of[src] for src, _ in raw]  # one per line, in line order
     elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
         predicted = sum(len(w[0]) - 1 for w in examples)
         metrics["bpc"] = error_rates.bits_per_character(loss * predicted, data.raw[split])
