@@ -31,8 +31,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from glassformer.train.error_rates import (closest_references, references_by_source, sequence_error_rate,
-                                           token_error_rate)
+from glassformer.train.error_rates import closest_references, scored_items, sequence_error_rate, token_error_rate
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 
@@ -142,9 +141,9 @@ def g2p(data: Path, log, minutes: float, name: str = "g2p") -> None:
                 best = (ser, {k: v.clone() for k, v in model.state_dict().items()})
     if best[1] is not None:
         model.load_state_dict(best[1])
-    refs_of = references_by_source(test)  # a word with two pronunciations: right if either
-    hyps, _ = decode([(w, "") for w in refs_of])
-    refs = closest_references(hyps, list(refs_of.values()))
+    items = scored_items(test)  # a word with two pronunciations: right if either
+    hyps, ref_lists = decode(items)
+    refs = closest_references(hyps, ref_lists)
     log({"step": step, "split": "test", "n": len(refs), "ser": sequence_error_rate(hyps, refs),
          "per": token_error_rate(hyps, refs), "elapsed_s": time.monotonic() - start})
 

@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs, split_documents
+from glassformer.train.error_rates import references_by_source
 
 G2P_TEST = 12_000
 PINYIN_TEST = 5_000
@@ -35,13 +36,10 @@ def doc_lines(docs: list[str]) -> list[str]:
 def main(out: str) -> None:
     root = Path(out)
     root.mkdir(parents=True, exist_ok=True)
-    pairs = cmudict_pairs()
+    readings = references_by_source(cmudict_pairs(variants=True))  # word -> its pronunciations, first first
+    pairs = [(w, prons[0]) for w, prons in readings.items()]
     random.Random(0).shuffle(pairs)
-    test_words = {w for w, _ in pairs[:G2P_TEST]}
-    variants = [(w, p) for w, p in cmudict_pairs(variants=True) if w in test_words]
-    order = {w: i for i, (w, _) in enumerate(pairs[:G2P_TEST])}  # the shuffled order, variants together
-    variants.sort(key=lambda wp: order[wp[0]])  # stable: each word's first pronunciation first
-    write_lines(root / "g2p-test.tsv", [f"{w}\t{p}" for w, p in variants])
+    write_lines(root / "g2p-test.tsv", [f"{w}\t{p}" for w, _ in pairs[:G2P_TEST] for p in readings[w]])
     write_lines(root / "g2p-train.tsv", [f"{w}\t{p}" for w, p in pairs[G2P_TEST:]])
     pairs = pinyin_pairs()
     random.Random(0).shuffle(pairs)

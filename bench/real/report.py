@@ -70,7 +70,8 @@ def table(root: Path) -> str:
         if task in SEQ2SEQ:
             title, seq_err, tok_err, published = SEQ2SEQ[task]
             pct = lambda v: f"{100 * v:.1f}%" if v is not None else "-"  # noqa: E731
-            lines.append(f"| {title.format(n=ours.get('n_scored', ours.get('n', '-')))} | {seq_err} | {pct(ours.get('ser'))} | "
+            n = ours.get("n_scored", ours.get("n", "-"))  # words, where a test word has several lines
+            lines.append(f"| {title.format(n=n)} | {seq_err} | {pct(ours.get('ser'))} | "
                          f"{pct(plain.get('ser'))} | {pct(s.get('ser'))} | {published[0]} |")
             lines.append(f"| | {tok_err} | {pct(ours.get('wer'))} | {pct(plain.get('per'))} | "
                          f"{pct(s.get('per'))} | {published[1]} |")

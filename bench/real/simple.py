@@ -19,8 +19,7 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from glassformer.train.error_rates import (closest_references, references_by_source, sequence_error_rate,
-                                           token_error_rate)
+from glassformer.train.error_rates import closest_references, scored_items, sequence_error_rate, token_error_rate
 
 
 def g2p_majority(train: list[tuple[str, str]], test: list[tuple[str, str]]) -> dict:
@@ -47,9 +46,9 @@ def g2p_majority(train: list[tuple[str, str]], test: list[tuple[str, str]]) -> d
                 out.append(fallback)
         return " ".join(out)
 
-    refs_of = references_by_source(test)  # a word with two pronunciations: right if either
-    hyps = [predict(w) for w in refs_of]
-    refs = closest_references(hyps, list(refs_of.values()))
+    items = scored_items(test)  # a word with two pronunciations: right if either
+    hyps = [predict(w) for w, _ in items]
+    refs = closest_references(hyps, [r for _, r in items])
     return {"n": len(refs), "ser": sequence_error_rate(hyps, refs), "per": token_error_rate(hyps, refs)}
 
 

@@ -9,8 +9,8 @@ match; for zh-en also the role-reversed pairs (猫 追 狗 / 狗 追 猫) both t
 Translators also get WER (edit distance over output tokens: the PER of a G2P model), CER and
 the sequence error rate. A source on several lines of --data with different targets (a word with
 two pronunciations) is one item with several right answers, scored against the one its output is
-closest to; a line repeated word for word counts as often as it occurs. Every model: cross-entropy per token and perplexity; language models
-also bits per character.
+closest to; a line repeated word for word counts as often as it occurs. Every model: cross-entropy
+per token and perplexity; language models also bits per character.
 """
 
 from __future__ import annotations

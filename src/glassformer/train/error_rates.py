@@ -6,6 +6,7 @@
 - `sequence_error_rate`: fraction of outputs not exactly right; the G2P papers' "WER", where a
   word counts as wrong if any phoneme is (Yolchuyeva et al. 2019; Rao et al. 2015).
 - `char_error_rate`: the same edit distance over characters.
+- `scored_items(pairs)`: the items of a TSV to score, a source's different targets together;
 - `closest_references(hyps, reference_lists)`: for a source with several right answers (a word
   with two pronunciations), the one its hypothesis is nearest to, which every rate above is then
   computed against: the G2P literature's scoring of words with variants (Bisani & Ney 2008), and
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import math
+from collections import Counter
 from typing import Sequence
 
 
@@ -66,6 +68,16 @@ def references_by_source(pairs: Sequence[tuple[str, str]]) -> dict[str, list[str
     for src, tgt in pairs:
         refs.setdefault(src, []).append(tgt)
     return refs
+
+
+def scored_items(pairs: Sequence[tuple[str, str]]) -> list[tuple[str, list[str]]]:
+    """One (source, its distinct targets) per item to score, sources in first-seen order: a
+    source's lines with different targets are one item with several right answers; a line
+    repeated word for word is a repeated example and gives the item as often as it occurs."""
+    items: list[tuple[str, list[str]]] = []
+    for src, targets in references_by_source(pairs).items():
+        items += [(src, list(dict.fromkeys(targets)))] * max(Counter(targets).values())
+    return items
 
 
 def closest_references(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]]) -> list[str]:

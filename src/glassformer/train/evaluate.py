@@ -15,7 +15,6 @@ rate, and bits per character for language models.)
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any, Sequence
 
 import torch
@@ -122,12 +121,12 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return same / len(references)
 
 
-def bleu_chrf(hypotheses: Sequence[str], references: Sequence[str] | Sequence[Sequence[str]]) -> dict[str, float]:
-    """sacrebleu corpus BLEU and chrF: one reference per sentence, or a list of them per sentence
-    (sacrebleu's reference streams, None where a sentence has fewer)."""
+def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]]) -> dict[str, float]:
+    """sacrebleu corpus BLEU and chrF, each sentence with its list of references (sacrebleu's
+    reference streams, None where a sentence has fewer)."""
     import sacrebleu
-    lists = [[r] if isinstance(r, str) else list(r) for r in references]
-    streams = [[refs[k] if k < len(refs) else None for refs in lists] for k in range(max(map(len, lists), default=1))]
+    most = max(map(len, reference_lists), default=1)
+    streams = [[refs[k] if k < len(refs) else None for refs in reference_lists] for k in range(most)]
     return {"bleu": sacrebleu.corpus_bleu(list(hypotheses), streams).score,
             "chrf": sacrebleu.corpus_chrf(list(hypotheses), streams).score}
 
@@ -143,18 +142,15 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
     if data.kind == "seq2seq":
         # A source on several lines with different targets is one item with several right answers
         # (a word with two pronunciations), scored against the answer its output is closest to; a
-        # line repeated word for word is a repeated example and counts as often as it occurs.
+        # line repeated word for word is a repeated example (error_rates.scored_items).
         raw = data.raw[split][:len(examples)]
-        lines_of: dict[str, list[int]] = {}
-        for i, (src, _) in enumerate(raw):
-            lines_of.setdefault(src, []).append(i)
-        groups = list(lines_of.values())
-        outputs = [data.tgt_tok.decode(ids) for ids in
-                   translate_ids(model, [examples[g[0]][0] for g in groups], beam_size, device=device)]
-        ref_sets = [list(dict.fromkeys(raw[i][1] for i in g)) for g in groups]
-        repeats = [max(Counter(raw[i][1] for i in g).values()) for g in groups]
-        hyps = [h for h, k in zip(outputs, repeats) for _ in range(k)]
-        ref_lists = [refs for refs, k in zip(ref_sets, repeats) for _ in range(k)]
+        first_ids: dict[str, list[int]] = {}  # each source translated once
+        for (src, _), (ids, _) in zip(raw, examples):
+            first_ids.setdefault(src, ids)
+        output_of = dict(zip(first_ids, (data.tgt_tok.decode(ids) for ids in
+                                         translate_ids(model, list(first_ids.values()), beam_size, device=device))))
+        items = error_rates.scored_items(raw)
+        hyps, ref_lists = [output_of[src] for src, _ in items], [refs for _, refs in items]
         refs = error_rates.closest_references(hyps, ref_lists)
         metrics["exact_match"] = exact_match(hyps, refs)
         metrics.update(error_rates.for_outputs(hyps, refs))
@@ -162,7 +158,6 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
             metrics["n_scored"] = len(hyps)
         if with_bleu:
             metrics.update(bleu_chrf(hyps, ref_lists))
-        output_of = dict(zip(lines_of, outputs))
         metrics["hypotheses"] = [output_of[src] for src, _ in raw]  # one per line, in line order
     elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
         predicted = sum(len(w[0]) - 1 for w in examples)
