@@ -216,10 +216,14 @@ def test_quick_run_writes_a_well_formed_row(exp_id, tmp_path):
     assert f"## `{exp_id}`" in report and "Verdict rule" in report
     for file, _ in row["plots"]:
         assert (out / "claims" / file).stat().st_size > 1000
-    # a second run finds the finished row in the cache instead of training again
+    # run.json: a call from an empty cache says so (its wall clock is a from-scratch time)
+    run = json.loads((out / "run.json").read_text(encoding="utf-8"))
+    assert (run["cached"], run["finished"], run["of"], run["jobs"]) == ([], 1, 1, 1) and run["seconds"] > 0
+    # a second run finds the finished row in the cache instead of training again, and says so
     again = CliRunner().invoke(app, ["ablate", exp_id, "--quick", "--out", str(out), "--json", str(rows_path)])
     assert again.exit_code == 0 and "cached:" in again.output
     assert json.loads(rows_path.read_text(encoding="utf-8")) == rows
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["cached"] == [exp_id]
 
 
 def _bootstrap_ci(a, b, rng, n=4000):

@@ -42,6 +42,9 @@ def register(app: typer.Typer) -> None:
         start = time.perf_counter()
         done: dict[str, dict] = {}
         cache = None if fresh else out / "cache"
+        # rows already finished before this call: the wall time below is from scratch only without them
+        cached = [i for i in ids if cache is not None and registry.cache_path(
+            cache, i, quick, seeds or registry.default_seeds(i, quick)).exists()]
         for row in registry.run_many(ids, quick, seeds, out / PLOT_DIR, jobs,
                                      log=lambda msg: typer.echo(msg, err=True), cache_dir=cache):
             typer.echo(f"[{row['id']}] {row['verdict']} ({row['seconds']:.1f} s)", err=True)
@@ -53,6 +56,8 @@ def register(app: typer.Typer) -> None:
                       "command": f"glassformer ablate {which}{' --quick' if quick else ''}"
                                  f"{f' --seeds {seeds}' if seeds else ''} --jobs {jobs}"}
             write_report(rows, out, header, ids)
+            write_json({**header, "jobs": jobs, "cached": cached, "finished": len(rows), "of": len(ids)},
+                       out / "run.json")
             if json_path is not None:
                 write_json(rows, json_path)
         for row in rows:

@@ -1,4 +1,4 @@
-"""§4.1–4.2 with a task that needs depth: k-hop pointer chasing, 2 to 24 layers, with and without `x +`.
+"""§4.1–4.2 with a task that needs depth: k-hop pointer chasing, 2 to 12 layers, with and without `x +`.
 
 The `residual` experiment trains on `pair(2, 5)`, which two layers already solve, so depth is
 never needed there. Here a row lists the N edges a → f(a) of a random permutation f (one token
@@ -71,7 +71,9 @@ def run(ctx: Context) -> Outcome:
     task = PointerTask()
     # 1000 steps (1500 before the first full run: cut for time, ~80 → ~55 min on one core; docs/claims.md)
     spec = TrainSpec(steps=ctx.pick(3, 1000), batch_size=ctx.pick(8, 32), lr=1e-3, warmup=ctx.pick(2, 100))
-    depths = ctx.pick((2, 4), (2, 6, 12, 24))
+    # (2, 6, 12): the 24-layer arms were cut for time after the first full run (half of this row's
+    # ~70 min; they agreed with 12 layers: residual 0.40, no residual at chance; docs/claims.md)
+    depths = ctx.pick((2, 4), (2, 6, 12))
     evals = {"test": task.batches(ctx.pick(1, 4), ctx.pick(32, 64), seed=999)}
     variants, lrs = [], {}
     for depth in depths:
@@ -85,7 +87,7 @@ def run(ctx: Context) -> Outcome:
             ctx.log(f"{name}: query accuracy {[round(a, 3) for a in accs]}")
             variants.append(Variant(name, f"query accuracy ({task.hops} hops, chance {task.chance:.3f})", accs))
     floor = task.chance + 0.02
-    deep = depths[-2] if len(depths) > 2 else depths[-1]
+    deep = depths[-1]
     checks = [Check(f"{deep} layers: the residual model follows the pointers better", f"{deep}L residual",
                     f"{deep}L no residual", True, 0.1, floor=floor)]
     checks += [Check(f"{d} layers: the residual model follows the pointers better", f"{d}L residual",

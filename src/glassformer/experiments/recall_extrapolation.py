@@ -6,7 +6,8 @@ trained on rows of ≤ 32 tokens and tested on rows of 64, 128 and 256.
   position must find the token p + 1 places back (or the token after the previous occurrence);
 - *associative recall* (multi-query, Arora et al. 2023): k_1 v_1 … k_p v_p then the p keys again
   in another order; the target at each repeated key is its value.
-Arms: sinusoidal, learned (a table of 256 rows, rows ≥ 32 never trained), RoPE, ALiBi and none.
+Arms: sinusoidal, learned (a table of 256 rows, rows ≥ 32 never trained), ALiBi and none (RoPE is in
+`real-pe`; it was cut here for time).
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ CLAIM = ("sin/cos can encode positions never seen in training, so a model traine
          "works on longer ones (perhaps slightly worse, not a complete failure); a learned table cannot "
          "extrapolate; ALiBi works better and supports longer sequences. (Tested on copy and recall.)")
 SEEDS = 5
-ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
+# RoPE was cut for time after the first full run (it fed side checks only; real-pe keeps it)
+ENCODINGS = ("sinusoidal", "learned", "alibi", "none")
 TRAIN_LEN, TEST_LENS = 32, (64, 128, 256)
 FIRST = 4  # 0 pad, 1 bos, 2 eos, 3 SEP
 
@@ -90,7 +92,8 @@ class RecallTask:
 
 
 def run(ctx: Context) -> Outcome:
-    spec = TrainSpec(steps=ctx.pick(3, 2000), batch_size=ctx.pick(8, 32), lr=1e-3, warmup=ctx.pick(2, 100))
+    # 1500 steps (2000 in the first full report: cut for time, see docs/claims.md)
+    spec = TrainSpec(steps=ctx.pick(3, 1500), batch_size=ctx.pick(8, 32), lr=1e-3, warmup=ctx.pick(2, 100))
     variants, checks, series, lrs = [], [], {}, {}
     lengths = (TRAIN_LEN,) + TEST_LENS
     for kind in ("copy", "recall"):
@@ -116,8 +119,6 @@ def run(ctx: Context) -> Outcome:
             Check(f"{kind}: ALiBi beats sinusoidal at 256 (8× the training length)", f"{kind} alibi @ 256",
                   f"{kind} sinusoidal @ 256", True, 0.05, ceiling=0.98, floor=floor,
                   published="Press et al. 2022: ALiBi trained at L extrapolates to ≫ L; sinusoidal does not"),
-            Check(f"{kind}: RoPE beats sinusoidal at 256", f"{kind} rope @ 256", f"{kind} sinusoidal @ 256", True,
-                  0.05, main=False, ceiling=0.98, floor=floor),
             Check(f"{kind}: no PE (causal mask only) beats sinusoidal at 256", f"{kind} none @ 256",
                   f"{kind} sinusoidal @ 256", True, 0.05, main=False, ceiling=0.98, floor=floor),
         ]

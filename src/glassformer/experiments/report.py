@@ -156,8 +156,9 @@ def write_report(rows: list[dict], out_dir: Path, header: dict, all_ids: Sequenc
 
     Ids in `all_ids` without a row are listed as "not rerun", with their verdict before."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    timing = header.get("wall") or f"total time {header['seconds']:.0f} s"
     lines = ["# Do the seeds' claims hold? — `glassformer ablate`", "",
-             f"Mode: **{header['mode']}**; seeds: {header['seeds']}; total time {header['seconds']:.0f} s "
+             f"Mode: **{header['mode']}**; seeds: {header['seeds']}; {timing} "
              f"on {header['machine']}; command: `{header['command']}`.", "",
              "Each experiment trains small models from scratch with the lean trainer of "
              "`glassformer.experiments.runner` (or computes an exact quantity) and measures one number "
@@ -186,7 +187,7 @@ def write_report(rows: list[dict], out_dir: Path, header: dict, all_ids: Sequenc
     return path
 
 
-def write_json(rows: list[dict], path: Path) -> None:
+def write_json(rows: list[dict] | dict, path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(rows, indent=1, ensure_ascii=False, allow_nan=False,
                                default=_json_default), encoding="utf-8")
