@@ -77,6 +77,16 @@ or seed count changed. Under the **full protocol**: {_ids(full)}. **Exact checks
 Not rerun for this report (their last verdicts, 3 seeds and the old rule, are in
 docs/claims_before.md): {_ids(missing)}. The full protocol for every row is `make claims` (resumable:
 finished runs are cached under runs/ablate/cache). Load average when this page was written: {load:.1f}.
+
+**Beyond two cores.** What the time limit costs here: the cut arms above, 5 seeds (not 10) on every
+row whose run takes minutes, and budgets at which several tasks are still being learned (the recall
+arms that stay on a plateau in some seeds). On a machine with more cores the same command scales by
+processes: `--jobs N` runs N experiments at once, one thread each, so the wall time falls towards
+the longest single row (recall-extrapolation). `torchrun` and DDP would not help: they split one
+model's batch across processes, and each run here is a d_model-64 model on a 32-row batch that one
+core keeps busy. A GPU was not tried (this project's CI has none); models this small would leave it
+mostly idle one at a time, so the route there would be many seeds trained as one batched model
+(`torch.func.stack_module_state` with `vmap`), which is not built.
 """
 text = out.read_text(encoding="utf-8")
 text = text.replace("\n## Verdict rule", STATUS + "\n## Verdict rule", 1)
