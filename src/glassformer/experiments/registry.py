@@ -53,17 +53,19 @@ EXPERIMENTS = {
 }
 
 
-# Seconds of one core per experiment, estimated on the 2-core AVX2 machine of docs/claims.md (each
-# run's first steps timed and scaled to its budget, two experiments at a time): only the order of
-# `run_many` uses them. Longest first, so that two workers finish together instead of one starting
-# the longest experiment when the other is nearly done (the LPT rule of scheduling).
+# Seconds of one core per experiment in the from-scratch run of docs/claims.md (2-core AVX2 machine,
+# --jobs 2): only the order of `run_many` uses them. Longest first, so that two workers finish
+# together instead of one starting the longest experiment when the other is nearly done (the LPT
+# rule of scheduling). Rows not listed took under 10 s.
 COST_HINT = {
-    "recall-extrapolation": 2800, "real-norm": 1800, "dk-sweet-spot": 1660, "khop": 2000, "real-pe": 1170,
-    "real-heads": 870, "real-ffn": 540, "ffn-capacity": 870, "pe-relative-use": 860,
-    "representation-convergence": 750, "no-layernorm": 600, "ffn": 540, "rnn": 280, "scaling": 270,
-    "residual": 230, "pe-order": 230, "norm-type": 230, "heads": 215, "norm-placement": 205,
-    "pe-extrapolation": 160, "pe-add-concat": 90, "ln-gradients": 40, "attention-cost": 27,
+    "recall-extrapolation": 2543, "khop": 1947, "dk-sweet-spot": 1705, "real-norm": 1700, "real-pe": 1184,
+    "real-heads": 864, "ffn-capacity": 854, "representation-convergence": 640, "no-layernorm": 625, "ffn": 557,
+    "real-ffn": 552, "rnn": 330, "norm-type": 261, "scaling": 243, "residual": 234, "norm-placement": 217,
+    "pe-order": 211, "heads": 200, "pe-extrapolation": 146, "pe-add-concat": 92, "pe-relative-use": 38,
 }
+
+
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "33554432", "MALLOC_TRIM_THRESHOLD_": "1073741824"}
 
 
 def resolve(which: str) -> list[str]:
@@ -143,12 +145,17 @@ def run_many(ids: list[str], quick: bool, n_seeds: int | None, out_dir: Path, jo
     import os
     # glibc serves blocks over 128 KiB with mmap and returns them at free, so every step of a small
     # model page-faults its activations in again (a 12-layer d_model-64 step ran 4–21% faster
-    # without it, three paired runs).
-    # Workers read these at start-up; a user's own setting wins.
-    for name, value in (("MALLOC_MMAP_THRESHOLD_", "33554432"), ("MALLOC_TRIM_THRESHOLD_", "1073741824")):
-        os.environ.setdefault(name, value)
+    # without it, three paired runs). The workers read these at start-up, so they are set only
+    # while the pool spawns them; a user's own setting wins.
+    added = [name for name in MALLOC_ENV if name not in os.environ]
+    os.environ.update({name: MALLOC_ENV[name] for name in added})
     ctx = mp.get_context("spawn")  # a fresh interpreter per worker: no forked torch thread pools
-    with ctx.Pool(min(jobs, len(ids))) as pool:
+    try:
+        pool = ctx.Pool(min(jobs, len(ids)))
+    finally:
+        for name in added:
+            del os.environ[name]
+    with pool:
         yield from pool.imap_unordered(_worker, plan)
 
 
