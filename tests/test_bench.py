@@ -45,6 +45,12 @@ def test_quick_json_structure(quick):
         assert r[name]["profile"] and r[name]["profile"][0]["self_ms"] >= 0  # torch.profiler's top ops
     assert 0 < r["training"]["glassformer"]["mfu"] < 1.5 and r["training"]["peak_flops"] > 1e8
     assert r["training"]["glassformer_params"] == r["training"]["reference_params"]
+    # glassformer's fused loss against its own model through logits + F.cross_entropy: same loss
+    # after the same steps from the same weights, and both timed
+    _side(r["training"][training.UNFUSED])
+    assert r["training"]["fused_loss_abs_diff"] < 1e-4
+    assert r["training"]["ratio_unfused_loss"] == pytest.approx(
+        r["training"]["torch.nn.Transformer"]["median_s"] / r["training"][training.UNFUSED]["median_s"])
     assert {(p["seq"], p["impl"]) for p in r["memory"]["points"]} == {(64, "fast"), (128, "fast"),
                                                                       (64, "math"), (128, "math")}
     assert {t["section"] for t in r["targets"]} == {"encoder", "training", "generation", "trace", "memory"}

@@ -30,14 +30,17 @@ class HookPoint(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x
 
+    @property
+    def hooked(self) -> bool:
+        """Whether anything reads or replaces this value (its own hooks or global module hooks)."""
+        return bool(self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
+                    or _module_hooks._global_forward_hooks or _module_hooks._global_forward_pre_hooks
+                    or _module_hooks._global_backward_hooks or _module_hooks._global_backward_pre_hooks)
+
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
         # Speed only: an unhooked identity needs none of nn.Module's call machinery. A decode step
         # passes ~100 hook points; going straight to `x` saves a few µs each (benchmarks, issue 7).
-        if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
-                or _module_hooks._global_forward_hooks or _module_hooks._global_forward_pre_hooks
-                or _module_hooks._global_backward_hooks or _module_hooks._global_backward_pre_hooks):
-            return super().__call__(x)
-        return x
+        return super().__call__(x) if self.hooked else x
 
 
 def hook_points(model: nn.Module) -> "OrderedDict[str, nn.Module]":

@@ -103,6 +103,13 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
                     f"| torch.nn.Transformer | {t['torch.nn.Transformer']['rate']:.0f} |"
                     f" {t['torch.nn.Transformer']['mfu']:.0%} |",
                     f"| ratio | {t['ratio']:.2f}× | |"]
+            unfused = "glassformer, logits then F.cross_entropy"
+            if unfused in t:  # what the fused loss (nn/loss.py) contributes to the ratio
+                out += [f"| {unfused} | {t[unfused]['rate']:.0f} | {t[unfused]['mfu']:.0%} |",
+                        f"| its ratio to torch.nn.Transformer | {t['ratio_unfused_loss']:.2f}× | |", "",
+                        "glassformer computes its loss as its trainer does (`targets=`, nn/loss.py): the output"
+                        " head fused with the cross-entropy, a slice of rows at a time, no (tokens × vocab)"
+                        " logits; the last rows time the same model through logits and F.cross_entropy."]
     if "generation" in results:
         g = results["generation"]
         p = g["params"]

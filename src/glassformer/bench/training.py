@@ -3,6 +3,8 @@
 Both sides do the same work per step: embed source and target (one shared table, sinusoidal
 positions), 3 + 3 Post-LN layers with final norms, a head tied to the embedding, cross-entropy,
 backward, one Adam step. Dropout is 0 on both so the step is deterministic work, not noise.
+glassformer takes its loss from `targets=`, as its trainer does (the head fused with the
+cross-entropy, nn/loss.py); a third side times it through materialised logits as well.
 MFU = model FLOPs per step / step time / the machine's matmul peak measured in the same run.
 """
 
@@ -17,8 +19,9 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..nn import build_model
-from .harness import compare, matmul_peak, top_ops
+from .harness import interleaved, matmul_peak, top_ops
 
+UNFUSED = "glassformer, logits then F.cross_entropy"
 FULL = dict(d_model=256, n_heads=4, n_layers=3, d_ff=1024, vocab=8000, batch=32, seq=64, repeats=7)
 QUICK = dict(d_model=64, n_heads=4, n_layers=1, d_ff=128, vocab=500, batch=4, seq=16, repeats=2)
 
@@ -68,14 +71,19 @@ def train_flops(p: dict) -> float:
     return 3.0 * (enc + dec + head)
 
 
-def _step_fn(model: nn.Module, src, tgt_in, tgt_out, vocab: int, amp: bool):
+def _step_fn(model: nn.Module, src, tgt_in, tgt_out, vocab: int, amp: bool, own_loss: bool = False):
+    """One training step. `own_loss`: the model computes its loss from `targets=` (glassformer's
+    trainer does: the head fused with the cross-entropy, nn/loss.py), else logits + F.cross_entropy."""
     opt = torch.optim.Adam(model.parameters(), lr=1e-4)
     ctx = (lambda: torch.autocast("cpu", dtype=torch.bfloat16)) if amp else contextlib.nullcontext
 
     def step():
         with ctx():
-            logits = model(src, tgt_in)
-            loss = F.cross_entropy(logits.float().reshape(-1, vocab), tgt_out.reshape(-1))
+            if own_loss:
+                loss = model(src, tgt_in, targets=tgt_out)
+            else:
+                logits = model(src, tgt_in)
+                loss = F.cross_entropy(logits.float().reshape(-1, vocab), tgt_out.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -92,15 +100,29 @@ def run(quick: bool = False, amp: bool = False) -> dict:
     src = torch.randint(4, p["vocab"], (p["batch"], p["seq"]), generator=g)
     tgt = torch.randint(4, p["vocab"], (p["batch"], p["seq"] + 1), generator=g)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
-    ours_step = _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], amp)
-    res = compare(ours_step,
-                  _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp),
-                  work=p["batch"] * p["seq"], repeats=p["repeats"], warmup=1,
-                  names=("glassformer", "torch.nn.Transformer"))
+    # glassformer's step computes its loss as its trainer does (`targets=`: the head fused with the
+    # cross-entropy, nn/loss.py); the reference as nn.Transformer's users do, logits then
+    # F.cross_entropy. A third side, glassformer through that same logits path, says how much of
+    # the ratio the fused loss makes. The same loss and gradients on every side.
+    ours_step = _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], amp, own_loss=True)
+    torch.manual_seed(0)
+    unfused = build_model(glassformer_config(p)).train()
+    work = p["batch"] * p["seq"]
+    names = ("glassformer", "torch.nn.Transformer", UNFUSED)
+    last: dict = {}  # each side's last loss
+    t = interleaved(dict(zip(names, (ours_step, _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp),
+                                     _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], amp)))),
+                    p["repeats"], warmup=1, outputs=last)
+    res = {name: {**timing.to_dict(), "rate": work / timing.median} for name, timing in t.items()}
+    # the two glassformer sides start from the same weights and take the same steps: their last
+    # losses agree to float32 rounding, or the fused loss is not the same loss
+    res.update(unit="tokens/s", ratio=t[names[1]].median / t[names[0]].median,
+               ratio_unfused_loss=t[names[1]].median / t[names[2]].median,
+               fused_loss_abs_diff=float((last[names[0]] - last[names[2]]).abs()))
     peaks = matmul_peak(256 if quick else 1024, torch.bfloat16 if amp else torch.float32)
     peak = peaks["peak"]
     flops = train_flops(p)
-    for side in ("glassformer", "torch.nn.Transformer"):
+    for side in names:
         res[side]["mfu"] = flops / res[side]["median_s"] / peak
     res.update(params={k: v for k, v in p.items() if k != "repeats"}, step_flops=flops,
                peak_flops=peak, peaks=peaks, precision="bf16 autocast" if amp else "fp32",

@@ -20,6 +20,7 @@ from .checks import check_ids, check_padding_mask
 from .common import affine, masked_value
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer
+from .loss import fused_applies, linear_cross_entropy, reference_cross_entropy
 from .norms import LayerNorm, make_norm
 from .positional import ALiBi, LearnedPE, RelativePositionBias, RotaryEmbedding, SinusoidalPE
 
@@ -210,7 +211,8 @@ class _Decoding(TransformerBase):
         self.head = OutputHead(cfg.d_model, vocab, tied, cfg.head_bias, cfg.tied_head_rescale and cfg.tie_embeddings)
         self.logits, self.probs = HookPoint(), HookPoint()
 
-    def _run_decoder(self, prefix: str, ids, pad, memory=None, cross_bias=None, cache: KVCache | None = None):
+    def _run_decoder(self, prefix: str, ids, pad, memory=None, cross_bias=None, cache: KVCache | None = None,
+                     loss: dict | None = None):
         q_pad = pad  # padding of the new positions (the queries)
         if cache is None:
             positions = self._positions(ids, pad)
@@ -233,10 +235,34 @@ class _Decoding(TransformerBase):
         norm = getattr(self, "dec_norm", None)
         if norm is not None:
             x = norm(x, q_pad)
+        if loss is not None:
+            return self._loss(x, **loss)
         logits = self.logits(self.head(x))
         if self.probs._forward_hooks:  # only when someone looks: softmax over the vocabulary
             self.probs(torch.softmax(logits.float(), dim=-1))
         return logits
+
+    def _loss(self, x: torch.Tensor, targets: torch.Tensor, ignore_index: int, label_smoothing: float,
+              reduction: str) -> torch.Tensor:
+        """Cross-entropy of the head's softmax against `targets` (nn/loss.py): fused with the head
+        where that computes the same numbers; through materialised logits where something hooks
+        them (a trace sees the same values as without a target) or autocast changes the dtype."""
+        if not isinstance(targets, torch.Tensor) or targets.shape != x.shape[:-1]:
+            from ..errors import InputError
+            shape = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
+            raise InputError(f"targets must be a tensor of ids shaped like the decoder's input "
+                             f"{tuple(x.shape[:-1])}, got {shape}")
+        head = self.head
+        if self.logits.hooked or self.probs.hooked or head._forward_hooks or head._forward_pre_hooks \
+                or not fused_applies(x, reduction):
+            logits = self.logits(head(x))
+            if self.probs.hooked:
+                self.probs(torch.softmax(logits.float(), dim=-1))
+            return reference_cross_entropy(logits, targets, ignore_index, label_smoothing, reduction)
+        if head.rescale is not None:
+            x = x * head.rescale
+        W = head._tied[0].W_E if head._tied else head.W_U.t()  # (vocab, d_model), no copy
+        return linear_cross_entropy(x, W, head.b_U, targets, ignore_index, label_smoothing, reduction)
 
     def generate(self, *args, **kwargs):
         """Greedy by default; beam search and sampling too (see `glassformer.generate`)."""
@@ -245,6 +271,13 @@ class _Decoding(TransformerBase):
 
     def new_cache(self, capacity: int = 256) -> KVCache:
         return KVCache(capacity)
+
+
+def _loss_args(targets, ignore_index: int, label_smoothing: float, reduction: str) -> dict | None:
+    if targets is None:
+        return None
+    return {"targets": targets, "ignore_index": ignore_index, "label_smoothing": label_smoothing,
+            "reduction": reduction}
 
 
 def _extend_cache_padding(cache: KVCache, ids: torch.Tensor, pad: torch.Tensor | None) -> torch.Tensor | None:
@@ -264,10 +297,14 @@ class DecoderLM(_Decoding):
         self._make_decoder("", config.vocab_size, cross=False)
 
     def forward(self, ids: torch.Tensor, padding_mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
+                cache: KVCache | None = None, targets: torch.Tensor | None = None, ignore_index: int = -100,
+                label_smoothing: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+        """Logits; or, given `targets` (batch, seq), the cross-entropy loss (`F.cross_entropy`'s
+        arguments and meaning) with the head fused into it (nn/loss.py)."""
         check_ids(ids, self.config.vocab_size, "ids")
         pad = self._padding(ids, padding_mask, "padding_mask")
-        return self._run_decoder("", ids, pad, cache=cache)
+        return self._run_decoder("", ids, pad, cache=cache, loss=_loss_args(targets, ignore_index, label_smoothing,
+                                                                           reduction))
 
 
 class EncoderDecoder(_Decoding):
@@ -288,7 +325,8 @@ class EncoderDecoder(_Decoding):
         return self._run_encoder(src_ids, src_padding_mask, "src_padding_mask")
 
     def decode(self, tgt_ids: torch.Tensor, memory: torch.Tensor, src_padding_mask: torch.Tensor | None = None,
-               tgt_padding_mask: torch.Tensor | None = None, cache: KVCache | None = None) -> torch.Tensor:
+               tgt_padding_mask: torch.Tensor | None = None, cache: KVCache | None = None,
+               loss: dict | None = None) -> torch.Tensor:
         check_ids(tgt_ids, self.config.out_vocab_size, "tgt_ids")
         if tgt_ids.shape[0] != memory.shape[0]:
             from ..errors import InputError
@@ -303,11 +341,13 @@ class EncoderDecoder(_Decoding):
             pad[:, 0] = False
             pad = pad if bool(pad.any()) else None
         cross_bias = self._mask_bias(None, src_padding_mask, memory.dtype)
-        return self._run_decoder("dec_", tgt_ids, pad, memory=memory, cross_bias=cross_bias, cache=cache)
+        return self._run_decoder("dec_", tgt_ids, pad, memory=memory, cross_bias=cross_bias, cache=cache, loss=loss)
 
     def forward(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor,
                 src_padding_mask: torch.Tensor | None = None, tgt_padding_mask: torch.Tensor | None = None,
-                cache: KVCache | None = None) -> torch.Tensor:
+                cache: KVCache | None = None, targets: torch.Tensor | None = None, ignore_index: int = -100,
+                label_smoothing: float = 0.0, reduction: str = "mean") -> torch.Tensor:
+        """Logits; or, given `targets` (batch, tgt_seq), the cross-entropy loss (see DecoderLM)."""
         check_ids(src_ids, self.config.vocab_size, "src_ids")
         check_ids(tgt_ids, self.config.out_vocab_size, "tgt_ids")
         if src_ids.shape[0] != tgt_ids.shape[0]:
@@ -315,7 +355,8 @@ class EncoderDecoder(_Decoding):
             raise InputError(f"src_ids has batch size {src_ids.shape[0]} but tgt_ids has "
                              f"{tgt_ids.shape[0]}; they must match")
         memory, src_pad = self.encode(src_ids, src_padding_mask)
-        return self.decode(tgt_ids, memory, src_pad, tgt_padding_mask, cache)
+        return self.decode(tgt_ids, memory, src_pad, tgt_padding_mask, cache,
+                           _loss_args(targets, ignore_index, label_smoothing, reduction))
 
 
 def build_model(config: ModelConfig) -> TransformerBase:

@@ -18,7 +18,6 @@ import math
 from typing import Any, Sequence
 
 import torch
-import torch.nn.functional as F
 
 from ..errors import InputError
 from ..limits import check_tokens
@@ -28,15 +27,18 @@ from .batching import collate_lm, collate_seq2seq
 
 
 def batch_loss(model, batch: dict, pad_id: int, label_smoothing: float = 0.0) -> tuple[torch.Tensor, int]:
-    """(summed cross-entropy over non-padding targets, number of those targets) for one batch."""
+    """(summed cross-entropy over non-padding targets, number of those targets) for one batch.
+
+    The model computes the loss from its targets (`targets=`): the output head fused with the
+    cross-entropy where that gives the same numbers (nn/loss.py), never a (tokens × vocab) tensor.
+    """
+    loss_args = {"ignore_index": pad_id, "label_smoothing": label_smoothing, "reduction": "sum"}
     if "src" in batch:
-        logits = model(batch["src"], batch["tgt_in"])
         target = batch["tgt_out"]
+        loss = model(batch["src"], batch["tgt_in"], targets=target, **loss_args)
     else:
-        logits = model(batch["inp"])
         target = batch["out"]
-    loss = F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), target.reshape(-1),
-                           ignore_index=pad_id, label_smoothing=label_smoothing, reduction="sum")
+        loss = model(batch["inp"], targets=target, **loss_args)
     return loss, int((target != pad_id).sum())
 
 
