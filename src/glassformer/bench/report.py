@@ -96,7 +96,7 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
                     f" d_ff {p['d_ff']}, vocab {p['vocab']}, batch {p['batch']} × {p['seq']} (source and target);"
                     f" forward, cross-entropy, backward, Adam. {t['glassformer_params']:,} parameters on both sides."
                     f" Model FLOPs per step {t['step_flops'] / 1e9:.1f} G; {t['precision']} matmul peak measured in"
-                    f" the same run (1024² matmul, the faster library): {t['peak_flops'] / 1e9:.0f} GFLOP/s ("
+                    f" the same run (1024² matmul, best of 10 calls, the faster library): {t['peak_flops'] / 1e9:.0f} GFLOP/s ("
                     + ", ".join(f"{k} {v / 1e9:.0f}" for k, v in t["peaks"].items() if k != "peak") + ").", "",
                     "| | target tokens/s | MFU |", "|---|---:|---:|",
                     f"| glassformer | {t['glassformer']['rate']:.0f} | {t['glassformer']['mfu']:.0%} |",
@@ -169,10 +169,12 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
                        f" per forward ({c['ratio']:.2f}×), max abs difference {c['max_abs_diff']:.1e}.")
     if results.get("gemm_routes"):
         out += ["", "## GEMM routes this run measured (`nn/routes.py`: first product of each shape class,"
-                " best of 3 per route)", "", "| rows ≤ | K | N | threads | oneDNN µs | BLAS µs | faster |",
-                "|---:|---:|---:|---:|---:|---:|---|"]
+                " best of 3 per route; training rows time the forward and both backward GEMMs)", "",
+                "| rows ≤ | K | N | threads | timed | oneDNN µs | BLAS µs | faster |",
+                "|---:|---:|---:|---:|---|---:|---:|---|"]
         for r in results["gemm_routes"]:
-            out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {r.get('onednn_us', '')} |"
+            timed = "fwd + bwd" if r.get("training") else "forward"
+            out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {timed} | {r.get('onednn_us', '')} |"
                        f" {r.get('blas_us', '')} | {r['winner']} |")
     if results.get("decode_routes"):
         out += ["", "## Decode-step GEMM routes (`nn/decode_step.py`: best of 3 per route, W evicted from the"

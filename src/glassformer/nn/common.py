@@ -50,13 +50,12 @@ def _route(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, grad: bool
     forced = routes.forced_route()
     if forced is not None:
         return forced, None
-    key = routes.shape_class(x2.shape[0], W)
+    key = routes.shape_class(x2.shape[0], W) + (("training",) if grad else ())
     chosen = TABLE.route(key)
     if chosen is not None:
         return chosen, None
-    if grad:  # measure without autograd; this call then takes the winner with its backward
-        with torch.no_grad():
-            TABLE.measure(key, x2.detach(), W.detach(), None if b is None else b.detach())
+    if grad:  # forward and backward GEMMs timed without autograd; this call then takes the winner
+        TABLE.measure_training(key, x2.detach(), W.detach(), None if b is None else b.detach())
         return TABLE.route(key), None
     return TABLE.route(key) or "blas", TABLE.measure(key, x2, W, b)
 

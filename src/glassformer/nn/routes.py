@@ -10,7 +10,8 @@ Which is faster depends on the CPU, not on the code: on an AVX-512 machine whose
 oneDNN won everywhere; on an AVX2 EPYC MKL's matrix-vector product wins the batch-1 decoding shapes by
 2× and oneDNN wins the wider ones (docs/benchmarks.md). So nothing is assumed: the first product of a
 shape class (rows bucketed to a power of two, K, N, threads) times each route on the real operands,
-keeps the faster one for the rest of the process and returns that product's result. The routes agree
+keeps the faster one for the rest of the process and returns that product's result (a product that
+will be differentiated is timed with its two backward GEMMs: a training class of its own). The routes agree
 to float32 rounding (the same sums in another order); tests/test_fast_gemm.py holds them to it.
 
 Switches, for portability checks and for users:
@@ -75,6 +76,27 @@ def _onednn_affine(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) ->
 _CALL: dict[str, Callable] = {"onednn": _onednn_affine, "blas": blas_affine}
 
 
+def _blas_train(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, g: torch.Tensor) -> None:
+    """The three GEMMs a training step runs on the BLAS route: y, then autograd's dx = g·Wᵀ, dW = xᵀ·g."""
+    blas_affine(x2, W, b)
+    torch.mm(g, W.t())
+    torch.mm(x2.t(), g)
+
+
+def _onednn_train(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, g: torch.Tensor) -> None:
+    """The same three on oneDNN, as nn/common.py's _OneDNNAffine runs them."""
+    onednn_linear(x2, W.t(), b)
+    onednn_linear(g, W, None)
+    onednn_linear(x2.t(), g.t(), None)
+
+
+# A route is chosen for a training product by what the step spends on it: the forward GEMM and its
+# two backward GEMMs. Timed on the forward alone, oneDNN won three FFN shapes of the training
+# benchmark by 1–4% on the AVX2 EPYC and then lost its weight-gradient GEMM by 20–40% (xᵀ·g, which
+# it computes from two transposed views) — the backward is two thirds of the work.
+_TRAIN_CALL: dict[str, Callable] = {"onednn": _onednn_train, "blas": _blas_train}
+
+
 def fastest(calls: dict[str, Callable[[], object]], before: Callable[[], object] | None = None,
             trials: int = _TRIALS) -> dict[str, float]:
     """Best-of-`trials` seconds per call, interleaved, after one untimed call each (`before` runs
@@ -116,9 +138,19 @@ class RouteTable:
         # input gives the same bits on the first call as on all the others
         return _CALL[self.chosen[key]](x2, W, b)
 
+    def measure_training(self, key: tuple, x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> None:
+        """Time each route's forward and backward GEMMs on these operands (`_TRAIN_CALL`); keep the faster."""
+        with torch.no_grad():
+            g = torch.randn(x2.shape[0], W.shape[1], dtype=x2.dtype, device=x2.device)  # a stand-in ∂loss/∂y
+            best = fastest({name: (lambda name=name: _TRAIN_CALL[name](x2, W, b, g)) for name in ROUTES})
+        self.timings[key] = best
+        self.chosen[key] = min(best, key=best.get)
+
     def rows(self) -> list[dict]:
-        """One row per shape class: what each route took (µs) and which won."""
-        return [{"rows": k[0], "K": k[1], "N": k[2], "threads": k[3], "winner": self.chosen[k],
+        """One row per shape class: what each route took (µs) and which won; `training` rows timed the
+        forward and both backward GEMMs."""
+        return [{"rows": k[0], "K": k[1], "N": k[2], "threads": k[3], "training": k[4:] == ("training",),
+                 "winner": self.chosen[k],
                  **{f"{name}_us": round(t * 1e6, 1) for name, t in self.timings.get(k, {}).items()}}
                 for k in sorted(self.chosen)]
 
