@@ -121,3 +121,27 @@ def test_the_measuring_call_returns_the_kept_routes_bits(fresh_table, monkeypatc
             again = common.affine(x, W, b)
         assert [r["winner"] for r in fresh_table.rows()] == ([winner] if ONEDNN else [])
         assert torch.equal(first, again) and torch.equal(first, real[winner](x, W, b))
+
+
+def test_training_classes_are_timed_with_their_backward_and_leave_the_rng_alone(fresh_table, monkeypatch):
+    # a product that will be differentiated is measured as forward + both backward GEMMs, in a class
+    # of its own; the measurement must not draw from torch's global generator (dropout uses it)
+    monkeypatch.delenv("GLASSFORMER_GEMM", raising=False)
+    x = torch.randn(512, 256, requires_grad=True)
+    W, b = torch.randn(256, 384, requires_grad=True), torch.randn(384, requires_grad=True)
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    y = common.affine(x, W, b)
+    assert torch.equal(torch.rand(3), expected)
+    y.square().sum().backward()
+    x64, W64, b64 = (t.detach().double().requires_grad_() for t in (x, W, b))
+    (x64 @ W64 + b64).square().sum().backward()
+    for got, ref in ((x.grad, x64.grad), (W.grad, W64.grad), (b.grad, b64.grad)):
+        torch.testing.assert_close(got, ref.float(), rtol=1e-4, atol=1e-3)
+    rows = fresh_table.rows()
+    if ONEDNN:
+        assert [(r["rows"], r["K"], r["N"], r["training"]) for r in rows] == [(512, 256, 384, True)]
+        assert rows[0]["winner"] == min(routes.ROUTES, key=lambda name: rows[0][f"{name}_us"])
+    else:
+        assert rows == []

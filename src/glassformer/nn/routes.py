@@ -141,7 +141,10 @@ class RouteTable:
     def measure_training(self, key: tuple, x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> None:
         """Time each route's forward and backward GEMMs on these operands (`_TRAIN_CALL`); keep the faster."""
         with torch.no_grad():
-            g = torch.randn(x2.shape[0], W.shape[1], dtype=x2.dtype, device=x2.device)  # a stand-in ∂loss/∂y
+            # a stand-in ∂loss/∂y from a generator of its own: drawing from torch's global one would
+            # shift every later dropout mask, so a run's numbers would depend on what was measured
+            gen = torch.Generator(device=x2.device).manual_seed(0)
+            g = torch.randn(x2.shape[0], W.shape[1], dtype=x2.dtype, device=x2.device, generator=gen)
             best = fastest({name: (lambda name=name: _TRAIN_CALL[name](x2, W, b, g)) for name in ROUTES})
         self.timings[key] = best
         self.chosen[key] = min(best, key=best.get)
