@@ -46,7 +46,8 @@ def _winners(rows: list[dict], title: str, threads: bool) -> list[str]:
     """One line: which route won which shape classes."""
     wins: dict[str, list[str]] = {}
     for r in rows:
-        wins.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}" + (f"/{r['threads']}t" if threads else ""))
+        wins.setdefault(r["winner"], []).append(f"{r['rows']}×{r['K']}×{r['N']}" + (f"/{r['threads']}t" if threads else "")
+                                                + (" (fwd+bwd)" if r.get("training") else ""))
     if not wins:
         return []
     return ["", f"{title}: " + "; ".join(f"{name} won {', '.join(shapes)}" for name, shapes in sorted(wins.items())) + "."]
