@@ -131,7 +131,8 @@ class MultiHeadAttention(nn.Module):
 
     def _build_fused(self, Ws, bs):
         H, dk = self.n_heads, self.d_k
-        W = torch.cat([w.permute(1, 0, 2).reshape(self.d_model, H * dk) for w in Ws], dim=1)
+        # one cat over the (d_model, H, d_k) views: columns (projection, head, k), no copy per projection
+        W = torch.cat([w.permute(1, 0, 2) for w in Ws], dim=1).view(self.d_model, len(Ws) * H * dk)
         b = None if bs[0] is None else torch.cat([b.reshape(H * dk) for b in bs])
         return W, b
 

@@ -66,7 +66,7 @@ def _chunked(h: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, target: t
     for is None and costs nothing (evaluation computes only the loss)."""
     n, vocab = h.shape[0], W.shape[0]
     dh = torch.empty_like(h) if grad_h else None
-    dW = torch.zeros_like(W) if grad_W else None
+    dW = torch.empty_like(W) if grad_W else None  # the first slice writes it, the others add
     total = h.new_zeros(())
     z_buf = h.new_empty(min(chunk, n), vocab)
     for start in range(0, n, chunk):
@@ -93,7 +93,10 @@ def _chunked(h: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, target: t
         if grad_h:
             torch.mm(p, W, out=dh[start:start + chunk])
         if grad_W:
-            dW.addmm_(p.t(), h_c)
+            if start == 0:
+                torch.mm(p.t(), h_c, out=dW)
+            else:
+                dW.addmm_(p.t(), h_c)
     return total, dh, dW
 
 
