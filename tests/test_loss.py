@@ -108,6 +108,18 @@ def test_model_targets_equal_logits_then_cross_entropy(arch, kw):
         torch.testing.assert_close(p.grad, ref_grads[name], rtol=1e-9, atol=1e-12, msg=name)
 
 
+def test_a_trained_head_bias_takes_the_logits_path():
+    # the head's bias is a buffer; if a user makes it trainable, the loss must still train it
+    model = _model("decoder", head_bias=True, tie_embeddings=False)
+    model.head.b_U.requires_grad_(True)
+    ids = torch.randint(1, 97, (2, 6), generator=torch.Generator().manual_seed(3))
+    model(ids, targets=ids).backward()
+    b = model.head.b_U.detach().clone().requires_grad_()
+    logits = model(ids).detach() - model.head.b_U.detach() + b  # the same logits as a function of b
+    F.cross_entropy(logits.reshape(-1, 97), ids.reshape(-1)).backward()
+    torch.testing.assert_close(model.head.b_U.grad, b.grad)
+
+
 def test_trace_sees_the_logits_and_the_same_loss():
     model = _model("decoder")
     ids = torch.randint(1, 97, (2, 6), generator=torch.Generator().manual_seed(2))
@@ -150,5 +162,10 @@ def test_bad_targets_stop_with_one_line():
         model(ids, targets=torch.full((2, 5), 97))
     with pytest.raises(InputError, match=r"targets must be a tensor of ids shaped like .*\(2, 5\), got \(2, 4\)"):
         model(ids, targets=ids[:, :4])
+    with pytest.raises(InputError, match="targets must be integer token ids"):
+        model(ids, targets=ids.float())
+    with pytest.raises(InputError, match="does not train the head's bias"):
+        linear_cross_entropy(torch.randn(2, 4), torch.randn(5, 4), torch.zeros(5, requires_grad=True),
+                             torch.tensor([1, 2]))
     with pytest.raises(InputError, match="reduction='none' is not supported"):
         linear_cross_entropy(torch.randn(2, 4), torch.randn(5, 4), None, torch.tensor([1, 2]), reduction="none")

@@ -5,7 +5,7 @@ position, softmax over the vocabulary, −log p(target), averaged:
 
     loss = F.cross_entropy(head(h), target)
 
-On the benchmark's model that path spends a third of its head time outside the GEMMs: the
+On the benchmark's model that path spends about a quarter of its head time outside the GEMMs: the
 (tokens × vocab) logits are written to memory, read back by log-softmax, written again, and the
 backward pass fills a zero tensor of the same size before it scatters the target's −1 into it.
 The fused path computes the same loss and the same gradients a slice of rows at a time, so each
@@ -131,14 +131,21 @@ def linear_cross_entropy(h: torch.Tensor, W: torch.Tensor, b: torch.Tensor | Non
     """cross-entropy(h·Wᵀ + b, target) without materialising the logits; `F.cross_entropy`'s meaning.
 
     h (..., d_model) hidden states, W (vocab, d_model) the head stored as the embedding is (tied or
-    not: pass W_Uᵀ), target (...) ids with `ignore_index` where no loss is taken.
+    not: pass W_Uᵀ), b (vocab,) a fixed bias or None, target (...) ids with `ignore_index` where no
+    loss is taken.
     """
+    if b is not None and b.requires_grad and torch.is_grad_enabled():
+        raise InputError("the fused loss does not train the head's bias; compute logits and "
+                         "F.cross_entropy instead, or freeze the bias")
+    if not isinstance(target, torch.Tensor) or target.dtype.is_floating_point or target.dtype == torch.bool:
+        kind = target.dtype if isinstance(target, torch.Tensor) else type(target).__name__
+        raise InputError(f"targets must be integer token ids (torch.long), got {kind}")
     if reduction not in ("sum", "mean"):
         raise InputError(f"reduction={reduction!r} is not supported by the fused loss; use 'sum' or 'mean'")
     if not 0.0 <= label_smoothing <= 1.0:
         raise InputError(f"label_smoothing={label_smoothing} must be within [0, 1]")
     vocab = W.shape[0]
-    h2, t = h.reshape(-1, h.shape[-1]), target.reshape(-1)
+    h2, t = h.reshape(-1, h.shape[-1]), target.reshape(-1).long()
     if t.shape[0] != h2.shape[0]:
         raise InputError(f"targets have {t.shape[0]} positions but the model produced {h2.shape[0]}; "
                          "give one target id per input position")

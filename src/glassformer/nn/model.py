@@ -253,8 +253,9 @@ class _Decoding(TransformerBase):
             raise InputError(f"targets must be a tensor of ids shaped like the decoder's input "
                              f"{tuple(x.shape[:-1])}, got {shape}")
         head = self.head
+        trained_bias = head.b_U is not None and head.b_U.requires_grad  # a buffer here; the fused path keeps it fixed
         if self.logits.hooked or self.probs.hooked or head._forward_hooks or head._forward_pre_hooks \
-                or not fused_applies(x, reduction):
+                or trained_bias or not fused_applies(x, reduction):
             logits = self.logits(head(x))
             if self.probs.hooked:
                 self.probs(torch.softmax(logits.float(), dim=-1))
