@@ -231,3 +231,32 @@ def test_bf16_autocast_trains(tmp_path):
     result = train(cfg, data=digit_task("copy", n=100), model_overrides=TINY)
     losses = [r["loss"] for r in _metrics(tmp_path) if r["split"] in ("valid", "test")]
     assert result.step == 6 and all(math.isfinite(x) for x in losses)
+
+
+def test_optimizer_is_fused_adamw_with_torchs_update():
+    # build_optimizer uses PyTorch's fused AdamW; one step must equal the plain (for-loop) AdamW
+    # with the same groups: weight decay on matrices only, betas and eps from the config
+    from glassformer.config import ModelConfig
+    from glassformer.nn import build_model
+    from glassformer.train.loop import build_optimizer
+
+    cfg = TrainConfig(weight_decay=0.1)
+    torch.manual_seed(0)
+    model = build_model(ModelConfig(arch="decoder", vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32))
+    twin = build_model(model.config)
+    twin.load_state_dict(model.state_dict())
+    for p, q in zip(model.parameters(), twin.parameters()):
+        p.grad = torch.randn_like(p)
+        q.grad = p.grad.clone()
+    opt = build_optimizer(model, cfg)
+    assert all(g["fused"] for g in opt.param_groups)
+    plain = torch.optim.AdamW([{"params": [q for q in twin.parameters() if q.dim() >= 2], "weight_decay": 0.1},
+                               {"params": [q for q in twin.parameters() if q.dim() < 2], "weight_decay": 0.0}],
+                              lr=1.0, betas=(cfg.beta1, cfg.beta2), eps=cfg.eps, foreach=False)
+    for o in (opt, plain):
+        for g in o.param_groups:
+            g["lr"] = 1e-3
+        o.step()
+        o.step()
+    for p, q in zip(model.parameters(), twin.parameters()):
+        torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-6, atol=1e-7)
