@@ -72,3 +72,11 @@ def test_derived_defaults():
     post, pre = ModelConfig(norm_position="post"), ModelConfig(norm_position="pre")
     assert (post.use_final_norm, pre.use_final_norm) == (False, True)
     assert ModelConfig(d_model=512, n_heads=8).head_dim == 64  # §2.2: 512 / 8
+
+
+@pytest.mark.parametrize("value", ["\n", -1, 1.5, True])
+def test_bad_n_segments_is_one_line_with_the_value_shown(value):
+    # found by tests/test_fuzz.py: the value was printed with str(), so a newline split the message
+    with pytest.raises(ConfigError) as e:
+        ModelConfig(arch="encoder", vocab_size=11, d_model=8, n_heads=2, n_segments=value)
+    assert "\n" not in str(e.value) and f"n_segments={value!r} must be a whole number >= 0" in str(e.value)

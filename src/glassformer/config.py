@@ -168,7 +168,7 @@ class ModelConfig(StrictConfig):
         for name in ("pe_base", "rope_theta"):  # a zero, negative or NaN base makes every angle NaN
             check_finite(name, getattr(self, name), low=1.0)
         if isinstance(self.n_segments, bool) or not isinstance(self.n_segments, int) or self.n_segments < 0:
-            raise ConfigError(f"n_segments={self.n_segments} must be >= 0")
+            raise ConfigError(f"n_segments={self.n_segments!r} must be a whole number >= 0 (0: no segment embeddings)")
 
     # ---- derived values (no sentinels in the stored fields) ----
     @property
