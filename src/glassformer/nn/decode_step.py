@@ -36,6 +36,7 @@ from torch import nn
 from .attention import KVCache
 from . import routes
 from .common import _onednn_ok, onednn_linear
+from .norms import LayerNorm
 from .routes import shape_class
 
 # φ applied in place on the FFN buffer (no allocation); gated FFNs are not prepared. The bound
@@ -178,7 +179,6 @@ def _norm_fn(norm: nn.Module):
     """The norm as one call: LayerNorm straight to its kernel with its own gamma, beta and eps (the
     module's forward is that same call behind two Python frames, ~15 µs of 13 per token); any other
     norm through its forward, without hook machinery."""
-    from .norms import LayerNorm
     if type(norm) is LayerNorm:
         shape, gamma, beta, eps = (norm.gamma.shape[0],), norm.gamma, norm.beta, norm.eps
         return lambda x: torch.layer_norm(x, shape, gamma, beta, eps)

@@ -24,8 +24,9 @@ backward against 326 ms for the reference path, on the AVX2 machine of docs/benc
 Ignored targets (padding) are dropped before the head, so they cost nothing.
 
 It runs where it computes what the reference path computes: float32/float64 outside autocast,
-reduction "sum" or "mean", no hook on `logits`/`probs` (a trace or a patch sees the reference
-path's values). tests/test_loss.py holds it to F.cross_entropy (loss and every gradient).
+reduction "sum" or "mean", a fixed (or no) head bias, no hook on `logits`/`probs` (a trace or a
+patch sees the reference path's values). tests/test_loss.py holds it to F.cross_entropy (loss and
+every gradient).
 """
 
 from __future__ import annotations
@@ -54,10 +55,11 @@ def reference_cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_i
                            ignore_index=ignore_index, label_smoothing=label_smoothing, reduction=reduction)
 
 
-def fused_applies(h: torch.Tensor, reduction: str) -> bool:
-    """Whether the fused path computes what the reference path would for this input."""
+def fused_applies(h: torch.Tensor, b: torch.Tensor | None, reduction: str) -> bool:
+    """Whether the fused path computes what the reference path would for this input (it keeps a
+    bias b fixed: a trainable one takes the reference path)."""
     return (reduction in ("sum", "mean") and h.dtype in (torch.float32, torch.float64)
-            and not torch.is_autocast_enabled(h.device.type))
+            and not torch.is_autocast_enabled(h.device.type) and (b is None or not b.requires_grad))
 
 
 def _chunked(h: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, target: torch.Tensor, eps: float,
@@ -153,8 +155,9 @@ def linear_cross_entropy(h: torch.Tensor, W: torch.Tensor, b: torch.Tensor | Non
     n = int(keep.sum())
     if n < t.shape[0]:  # padding: dropped before the head (its rows get zero gradient)
         h2, t = h2[keep], t[keep]
-    if n and (int(t.min()) < 0 or int(t.max()) >= vocab):
-        bad = int(t.min()) if int(t.min()) < 0 else int(t.max())
+    lo, hi = (int(t.min()), int(t.max())) if n else (0, 0)
+    if lo < 0 or hi >= vocab:
+        bad = lo if lo < 0 else hi
         raise InputError(f"target id {bad} is outside the vocabulary [0, {vocab}); "
                          f"use ignore_index={ignore_index} for positions without a target")
     if n == 0:  # what F.cross_entropy gives: 0 for "sum", nan (0/0) for "mean"

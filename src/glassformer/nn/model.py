@@ -235,31 +235,32 @@ class _Decoding(TransformerBase):
         norm = getattr(self, "dec_norm", None)
         if norm is not None:
             x = norm(x, q_pad)
-        if loss is not None:
-            return self._loss(x, **loss)
+        if loss is not None and self._fuses_loss(x, **loss):
+            return self._fused_loss(x, **loss)
         logits = self.logits(self.head(x))
         if self.probs._forward_hooks:  # only when someone looks: softmax over the vocabulary
             self.probs(torch.softmax(logits.float(), dim=-1))
+        if loss is not None:  # the seed's loss over the logits (something hooks them, or autocast)
+            return reference_cross_entropy(logits, loss["targets"], loss["ignore_index"], loss["label_smoothing"],
+                                           loss["reduction"])
         return logits
 
-    def _loss(self, x: torch.Tensor, targets: torch.Tensor, ignore_index: int, label_smoothing: float,
-              reduction: str) -> torch.Tensor:
-        """Cross-entropy of the head's softmax against `targets` (nn/loss.py): fused with the head
-        where that computes the same numbers; through materialised logits where something hooks
-        them (a trace sees the same values as without a target) or autocast changes the dtype."""
+    def _fuses_loss(self, x: torch.Tensor, targets, reduction: str, **_) -> bool:
+        """Whether the loss may skip the logits (nn/loss.py): nothing hooks the head or its values, so
+        a trace sees the same values with or without targets, and the fused path computes the same."""
         if not isinstance(targets, torch.Tensor) or targets.shape != x.shape[:-1]:
             from ..errors import InputError
             shape = tuple(targets.shape) if isinstance(targets, torch.Tensor) else type(targets).__name__
             raise InputError(f"targets must be a tensor of ids shaped like the decoder's input "
                              f"{tuple(x.shape[:-1])}, got {shape}")
         head = self.head
-        trained_bias = head.b_U is not None and head.b_U.requires_grad  # a buffer here; the fused path keeps it fixed
-        if self.logits.hooked or self.probs.hooked or head._forward_hooks or head._forward_pre_hooks \
-                or trained_bias or not fused_applies(x, reduction):
-            logits = self.logits(head(x))
-            if self.probs.hooked:
-                self.probs(torch.softmax(logits.float(), dim=-1))
-            return reference_cross_entropy(logits, targets, ignore_index, label_smoothing, reduction)
+        hooked = self.logits.hooked or self.probs.hooked or head._forward_hooks or head._forward_pre_hooks
+        return not hooked and fused_applies(x, head.b_U, reduction)
+
+    def _fused_loss(self, x: torch.Tensor, targets: torch.Tensor, ignore_index: int, label_smoothing: float,
+                    reduction: str) -> torch.Tensor:
+        """Cross-entropy of the head's softmax against `targets`, the head fused into it."""
+        head = self.head
         if head.rescale is not None:
             x = x * head.rescale
         W = head._tied[0].W_E if head._tied else head.W_U.t()  # (vocab, d_model), no copy
