@@ -51,6 +51,16 @@ def test_quick_json_structure(quick):
     assert r["training"]["fused_loss_abs_diff"] < 1e-4
     assert r["training"]["ratio_unfused_loss"] == pytest.approx(
         r["training"]["torch.nn.Transformer"]["median_s"] / r["training"][training.UNFUSED]["median_s"])
+    # page faults counted per side, and the comparison rerun in a process whose malloc keeps freed
+    # blocks (bench/allocator.py): this is a glibc system, so mallopt must have been accepted there
+    t = r["training"]
+    assert all(isinstance(t[side]["page_faults_per_step"], int) and t[side]["page_faults_per_step"] >= 0
+               for side in ("glassformer", "torch.nn.Transformer", training.UNFUSED))
+    kept = t["malloc_kept"]
+    assert kept["malloc_keeps_freed_blocks"] is True
+    assert kept["ratio"] == pytest.approx(kept["torch.nn.Transformer"]["median_s"] / kept["glassformer"]["median_s"])
+    assert kept["ratio_unfused_loss"] == pytest.approx(kept["torch.nn.Transformer"]["median_s"] / kept[training.UNFUSED]["median_s"])
+    assert "malloc_kept" not in r["training_bf16"]
     assert {(p["seq"], p["impl"]) for p in r["memory"]["points"]} == {(64, "fast"), (128, "fast"),
                                                                       (64, "math"), (128, "math")}
     assert {t["section"] for t in r["targets"]} == {"encoder", "training", "generation", "trace", "memory"}
@@ -74,6 +84,9 @@ def test_quick_report_written(quick):
     md = (out / "benchmarks.md").read_text()
     assert "| target | measured | goal | met |" in md and "glassformer bench --quick" in md
     assert (out / "benchmarks.png").stat().st_size > 1000
+    # the allocator paragraph quotes the kept-memory run's own ratio
+    kept = json.loads((out / "b.json").read_text())["training"]["malloc_kept"]
+    assert f"**ratio {kept['ratio']:.2f}×**" in md and "page faults per step" in md.lower()
 
 
 def test_unknown_section_is_one_line():

@@ -16,6 +16,32 @@ def _profile_table(ops: list[dict]) -> list[str]:
     return lines
 
 
+_UNFUSED = "glassformer, logits then F.cross_entropy"  # bench/training.UNFUSED (not imported: no torch here)
+
+
+def _faults(side: dict) -> str:
+    n = side.get("page_faults_per_step")
+    return "not counted" if n is None else f"{n:,}"
+
+
+def _allocator_lines(t: dict) -> list[str]:
+    """Page faults per step, and the ratio again where malloc keeps freed blocks (bench/allocator.py)."""
+    k = t.get("malloc_kept")
+    if not k or "page_faults_per_step" not in t["glassformer"]:
+        return []
+    p = t["params"]
+    tokens = p["batch"] * p["seq"]
+    g, r = k["glassformer"], k["torch.nn.Transformer"]
+    setting = ("malloc keeping freed blocks up to 1 GiB (bench/allocator.py)" if k["malloc_keeps_freed_blocks"]
+               else "**glibc's mallopt is not available here, so with the default allocator again**")
+    return ["", f"Page faults per step with glibc's default malloc: glassformer {_faults(t['glassformer'])},"
+            f" torch.nn.Transformer {_faults(t['torch.nn.Transformer'])}. The same comparison in a fresh process"
+            f" with {setting}: glassformer {tokens / g['median_s']:.0f} tokens/s ({_faults(g)} page faults per"
+            f" step), torch.nn.Transformer {tokens / r['median_s']:.0f} ({_faults(r)}), **ratio {k['ratio']:.2f}×**"
+            + (f"; glassformer through logits and F.cross_entropy {tokens / k[_UNFUSED]['median_s']:.0f}"
+               f" ({_faults(k[_UNFUSED])}), ratio {k['ratio_unfused_loss']:.2f}×." if _UNFUSED in k else ".")]
+
+
 def _side_rows(res: dict, sides: tuple[str, str], label: str) -> list[str]:
     a, b = (res[s] for s in sides)
     return [f"| {label} | {a['rate']:.0f} | {b['rate']:.0f} | {res['ratio']:.2f}× |"]
@@ -103,13 +129,14 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
                     f"| torch.nn.Transformer | {t['torch.nn.Transformer']['rate']:.0f} |"
                     f" {t['torch.nn.Transformer']['mfu']:.0%} |",
                     f"| ratio | {t['ratio']:.2f}× | |"]
-            unfused = "glassformer, logits then F.cross_entropy"
+            unfused = _UNFUSED
             if unfused in t:  # what the fused loss (nn/loss.py) contributes to the ratio
                 out += [f"| {unfused} | {t[unfused]['rate']:.0f} | {t[unfused]['mfu']:.0%} |",
                         f"| its ratio to torch.nn.Transformer | {t['ratio_unfused_loss']:.2f}× | |", "",
                         "glassformer computes its loss as its trainer does (`targets=`, nn/loss.py): the output"
                         " head fused with the cross-entropy, a slice of rows at a time, no (tokens × vocab)"
                         " logits; the last rows time the same model through logits and F.cross_entropy."]
+            out += _allocator_lines(t)
     if "generation" in results:
         g = results["generation"]
         p = g["params"]

@@ -6,12 +6,21 @@ backward, one Adam step. Dropout is 0 on both so the step is deterministic work,
 glassformer takes its loss from `targets=`, as its trainer does (the head fused with the
 cross-entropy, nn/loss.py); a third side times it through materialised logits as well.
 MFU = model FLOPs per step / step time / the machine's matmul peak measured in the same run.
+
+The ratio depends on the allocator as well as on the model: materialised logits are hundreds of MB
+of fresh memory per step, and with glibc's defaults every page of it is a page fault
+(bench/allocator.py). So each side's page faults per step are counted, and the full benchmark runs
+the comparison once more in a fresh process whose malloc keeps freed blocks (`keep_freed_memory`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
+import subprocess
+import sys
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +28,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..nn import build_model
+from .allocator import keep_freed_memory, page_faults
 from .harness import interleaved, matmul_peak, top_ops
 
 UNFUSED = "glassformer, logits then F.cross_entropy"
@@ -91,15 +101,57 @@ def _step_fn(model: nn.Module, src, tgt_in, tgt_out, vocab: int, amp: bool, own_
     return step
 
 
-def run(quick: bool = False, amp: bool = False) -> dict:
-    p = QUICK if quick else FULL
+def _pair(p: dict):
+    """glassformer's model and the reference, same seed, and one batch of (src, tgt_in, tgt_out)."""
     torch.manual_seed(0)
     ours = build_model(glassformer_config(p)).train()
     ref = TorchSeq2Seq(p["vocab"], p["d_model"], p["n_heads"], p["n_layers"], p["d_ff"]).train()
     g = torch.Generator().manual_seed(1)
     src = torch.randint(4, p["vocab"], (p["batch"], p["seq"]), generator=g)
     tgt = torch.randint(4, p["vocab"], (p["batch"], p["seq"] + 1), generator=g)
-    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    return ours, ref, src, tgt[:, :-1], tgt[:, 1:]
+
+
+def faults_per_step(step) -> int | None:
+    """Minor page faults during one call of `step` (None where the OS does not count them)."""
+    before = page_faults()
+    step()
+    after = page_faults()
+    return None if before is None else after - before
+
+
+def kept_memory_run(p: dict, repeats: int) -> dict:
+    """`run`'s three sides again, in this process with malloc keeping freed blocks
+    (`python -m glassformer.bench.training kept`: a fresh process, so the setting reaches no other
+    benchmark)."""
+    kept = keep_freed_memory()
+    ours, ref, src, tgt_in, tgt_out = _pair(p)
+    torch.manual_seed(0)
+    unfused = build_model(glassformer_config(p)).train()
+    sides = {"glassformer": _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], False, own_loss=True),
+             "torch.nn.Transformer": _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], False),
+             UNFUSED: _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], False)}
+    t = interleaved(sides, repeats, warmup=1)
+    ref_s = t["torch.nn.Transformer"].median
+    out = {"malloc_keeps_freed_blocks": kept, "ratio": ref_s / t["glassformer"].median,
+           "ratio_unfused_loss": ref_s / t[UNFUSED].median}
+    for name, timing in t.items():
+        out[name] = {**timing.to_dict(), "page_faults_per_step": faults_per_step(sides[name])}
+    return out
+
+
+def _kept_in_fresh_process(quick: bool) -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS=str(torch.get_num_threads()))
+    proc = subprocess.run([sys.executable, "-m", "glassformer.bench.training", "kept", "quick" if quick else "full"],
+                          capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the kept-memory training run failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run(quick: bool = False, amp: bool = False) -> dict:
+    p = QUICK if quick else FULL
+    ours, ref, src, tgt_in, tgt_out = _pair(p)
     # glassformer's step computes its loss as its trainer does (`targets=`: the head fused with the
     # cross-entropy, nn/loss.py); the reference as nn.Transformer's users do, logits then
     # F.cross_entropy. A third side, glassformer through that same logits path, says how much of
@@ -110,15 +162,20 @@ def run(quick: bool = False, amp: bool = False) -> dict:
     work = p["batch"] * p["seq"]
     names = ("glassformer", "torch.nn.Transformer", UNFUSED)
     last: dict = {}  # each side's last loss
-    t = interleaved(dict(zip(names, (ours_step, _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp),
-                                     _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], amp)))),
-                    p["repeats"], warmup=1, outputs=last)
+    ref_step = _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp)
+    unfused_step = _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], amp)
+    t = interleaved(dict(zip(names, (ours_step, ref_step, unfused_step))), p["repeats"], warmup=1, outputs=last)
     res = {name: {**timing.to_dict(), "rate": work / timing.median} for name, timing in t.items()}
     # the two glassformer sides start from the same weights and take the same steps: their last
     # losses agree to float32 rounding, or the fused loss is not the same loss
     res.update(unit="tokens/s", ratio=t[names[1]].median / t[names[0]].median,
                ratio_unfused_loss=t[names[1]].median / t[names[2]].median,
-               fused_loss_abs_diff=float((last[names[0]] - last[names[2]]).abs()))
+               fused_loss_abs_diff=float((last[names[0]] - last[names[2]]).detach().abs()))
+    sides = (ours_step, ref_step, unfused_step)
+    for name, step in zip(names, sides):
+        res[name]["page_faults_per_step"] = faults_per_step(step)
+    if not amp:  # the same comparison where malloc reuses freed memory (no page faults to pay)
+        res["malloc_kept"] = _kept_in_fresh_process(quick)
     peaks = matmul_peak(256 if quick else 1024, torch.bfloat16 if amp else torch.float32)
     peak = peaks["peak"]
     flops = train_flops(p)
@@ -129,3 +186,8 @@ def run(quick: bool = False, amp: bool = False) -> dict:
                glassformer_params=sum(t.numel() for t in ours.parameters()),
                reference_params=sum(t.numel() for t in ref.parameters()), profile=top_ops(ours_step))
     return res
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["kept"]:
+    params = QUICK if sys.argv[2:3] == ["quick"] else FULL
+    print(json.dumps(kept_memory_run(params, params["repeats"])))
