@@ -9,8 +9,8 @@ MFU = model FLOPs per step / step time / the machine's matmul peak measured in t
 
 The ratio depends on the allocator as well as on the model: materialised logits are hundreds of MB
 of fresh memory per step, and with glibc's defaults every page of it is a page fault
-(bench/allocator.py). So each side's page faults per step are counted, and the full benchmark runs
-the comparison once more in a fresh process whose malloc keeps freed blocks (`keep_freed_memory`).
+(bench/allocator.py). So each side's page faults per step are counted, and the fp32 comparison runs
+once more in a fresh process whose malloc keeps freed blocks (`keep_freed_memory`).
 """
 
 from __future__ import annotations
@@ -101,15 +101,27 @@ def _step_fn(model: nn.Module, src, tgt_in, tgt_out, vocab: int, amp: bool, own_
     return step
 
 
-def _pair(p: dict):
-    """glassformer's model and the reference, same seed, and one batch of (src, tgt_in, tgt_out)."""
+def _sides(p: dict, amp: bool):
+    """The three sides' training steps on one batch, and glassformer's and the reference's models.
+
+    glassformer's step computes its loss as its trainer does (`targets=`: the head fused with the
+    cross-entropy, nn/loss.py); the reference as nn.Transformer's users do, logits then
+    F.cross_entropy. A third side, glassformer through that same logits path and from the same
+    weights, says how much of the ratio the fused loss makes. The same loss and gradients on every
+    side."""
     torch.manual_seed(0)
     ours = build_model(glassformer_config(p)).train()
     ref = TorchSeq2Seq(p["vocab"], p["d_model"], p["n_heads"], p["n_layers"], p["d_ff"]).train()
     g = torch.Generator().manual_seed(1)
     src = torch.randint(4, p["vocab"], (p["batch"], p["seq"]), generator=g)
     tgt = torch.randint(4, p["vocab"], (p["batch"], p["seq"] + 1), generator=g)
-    return ours, ref, src, tgt[:, :-1], tgt[:, 1:]
+    tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]
+    torch.manual_seed(0)
+    unfused = build_model(glassformer_config(p)).train()
+    steps = {"glassformer": _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], amp, own_loss=True),
+             "torch.nn.Transformer": _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp),
+             UNFUSED: _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], amp)}
+    return steps, ours, ref
 
 
 def faults_per_step(step) -> int | None:
@@ -125,12 +137,7 @@ def kept_memory_run(p: dict, repeats: int) -> dict:
     (`python -m glassformer.bench.training kept`: a fresh process, so the setting reaches no other
     benchmark)."""
     kept = keep_freed_memory()
-    ours, ref, src, tgt_in, tgt_out = _pair(p)
-    torch.manual_seed(0)
-    unfused = build_model(glassformer_config(p)).train()
-    sides = {"glassformer": _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], False, own_loss=True),
-             "torch.nn.Transformer": _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], False),
-             UNFUSED: _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], False)}
+    sides, _, _ = _sides(p, False)
     t = interleaved(sides, repeats, warmup=1)
     ref_s = t["torch.nn.Transformer"].median
     out = {"malloc_keeps_freed_blocks": kept, "ratio": ref_s / t["glassformer"].median,
@@ -151,28 +158,18 @@ def _kept_in_fresh_process(quick: bool) -> dict:
 
 def run(quick: bool = False, amp: bool = False) -> dict:
     p = QUICK if quick else FULL
-    ours, ref, src, tgt_in, tgt_out = _pair(p)
-    # glassformer's step computes its loss as its trainer does (`targets=`: the head fused with the
-    # cross-entropy, nn/loss.py); the reference as nn.Transformer's users do, logits then
-    # F.cross_entropy. A third side, glassformer through that same logits path, says how much of
-    # the ratio the fused loss makes. The same loss and gradients on every side.
-    ours_step = _step_fn(ours, src, tgt_in, tgt_out, p["vocab"], amp, own_loss=True)
-    torch.manual_seed(0)
-    unfused = build_model(glassformer_config(p)).train()
+    sides, ours, ref = _sides(p, amp)
     work = p["batch"] * p["seq"]
-    names = ("glassformer", "torch.nn.Transformer", UNFUSED)
+    names = tuple(sides)
     last: dict = {}  # each side's last loss
-    ref_step = _step_fn(ref, src, tgt_in, tgt_out, p["vocab"], amp)
-    unfused_step = _step_fn(unfused, src, tgt_in, tgt_out, p["vocab"], amp)
-    t = interleaved(dict(zip(names, (ours_step, ref_step, unfused_step))), p["repeats"], warmup=1, outputs=last)
+    t = interleaved(sides, p["repeats"], warmup=1, outputs=last)
     res = {name: {**timing.to_dict(), "rate": work / timing.median} for name, timing in t.items()}
     # the two glassformer sides start from the same weights and take the same steps: their last
     # losses agree to float32 rounding, or the fused loss is not the same loss
     res.update(unit="tokens/s", ratio=t[names[1]].median / t[names[0]].median,
                ratio_unfused_loss=t[names[1]].median / t[names[2]].median,
                fused_loss_abs_diff=float((last[names[0]] - last[names[2]]).detach().abs()))
-    sides = (ours_step, ref_step, unfused_step)
-    for name, step in zip(names, sides):
+    for name, step in sides.items():
         res[name]["page_faults_per_step"] = faults_per_step(step)
     if not amp:  # the same comparison where malloc reuses freed memory (no page faults to pay)
         res["malloc_kept"] = _kept_in_fresh_process(quick)
@@ -184,7 +181,7 @@ def run(quick: bool = False, amp: bool = False) -> dict:
     res.update(params={k: v for k, v in p.items() if k != "repeats"}, step_flops=flops,
                peak_flops=peak, peaks=peaks, precision="bf16 autocast" if amp else "fp32",
                glassformer_params=sum(t.numel() for t in ours.parameters()),
-               reference_params=sum(t.numel() for t in ref.parameters()), profile=top_ops(ours_step))
+               reference_params=sum(t.numel() for t in ref.parameters()), profile=top_ops(sides["glassformer"]))
     return res
 
 
