@@ -20,9 +20,11 @@ def unseen_pieces(tok, text: str) -> list[str]:
     if tok.unk_id not in tok.encode(text):
         return []
     found = [t.replace("▁", "") for t in tok.tokens(text) if tok.token_to_id(t) is None]
-    found = [t for t in found if t.strip()]
+    # a bare '▁' is the subword models' space marker, not something typed; whitespace the model never
+    # saw (a '\r' of Windows line ends, a no-break space pasted from a web page) is named like any piece
+    found = [t for t in found if t]
     if not found:  # a subword model: find the characters that encode to <unk> on their own
-        found = [c for c in text if not c.isspace() and tok.unk_id in tok.encode(c)]
+        found = [c for c in text if c != " " and tok.unk_id in tok.encode(c)]
     return list(dict.fromkeys(found))
 
 
