@@ -219,6 +219,25 @@ def test_hf_folder_bert_and_gpt2(tmp_path, hf_bert):
     assert all(v is None for row in hr["scores"]["next"] for v in row)  # no next token under a causal mask
 
 
+def test_hf_folder_names_the_words_its_tokenizer_reads_as_unk(capsys):
+    """A BERT folder's tokenizer.json: one warning naming the words that `tokenizers` itself (the
+    oracle: its offsets of every [UNK]) reads as [UNK], once per word however often it appears."""
+    from tokenizers import Tokenizer
+    text = "the snowman ☃ met 𝔥𝔦 and ☃ again"
+    oracle = Tokenizer.from_file(str(Path(_minilm_dir()) / "tokenizer.json"))
+    oracle.no_padding()
+    enc = oracle.encode(text)
+    unk = [w for w in dict.fromkeys(text[a:b] for t, (a, b) in zip(enc.tokens, enc.offsets) if t == "[UNK]")]
+    assert unk
+    sub = load_subject(_minilm_dir())
+    capsys.readouterr()
+    ids, tokens = sub.encode(text)
+    sub.encode(text)  # the same words again: no second warning
+    err = capsys.readouterr().err
+    assert ids == enc.ids and err.count("warning:") == 1
+    assert f"warning: {', '.join(repr(w) for w in unk)} not in the model's vocabulary" in err
+
+
 # ---------------- the command ----------------
 
 def test_inspect_command_json_and_pictures(tmp_path):

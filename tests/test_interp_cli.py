@@ -169,3 +169,29 @@ def test_decompose_reports_its_error_and_the_attribution_sums_to_the_logit(monke
     cat, dog = tgt.token_to_id("cat"), tgt.token_to_id("dog")
     assert sum(data["attribution"]["parts"].values()) == pytest.approx(float(logits[cat] - logits[dog]), abs=1e-4)
     assert data["error"] <= 1e-5
+
+
+def test_a_piece_the_checkpoint_never_saw_is_named_in_one_line(monkeypatch, capsys, translator):
+    path = translator[0]
+    code, _, err = run_cli(monkeypatch, capsys, "lens", "--model", str(path), "猫 追 ☃")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "'☃' in '猫 追 ☃' not in the model's source vocabulary" in err
+
+
+def test_minilm_unknown_words_are_those_hf_reads_as_unk(monkeypatch, capsys, tmp_path):
+    """The warning names exactly the words HF's own fast BERT tokenizer (same folder) turns into [UNK]."""
+    from transformers import BertTokenizerFast
+
+    from glassformer import pretrained
+
+    text = "the snowman ☃ met 𝔥𝔦 and ☃ again"
+    hf = BertTokenizerFast.from_pretrained(str(pretrained.model_dir("minilm")), local_files_only=True)
+    enc = hf(text, return_offsets_mapping=True)
+    unk = list(dict.fromkeys(text[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"])
+                             if i == hf.unk_token_id))
+    assert unk  # the oracle found some
+    code, _, err = run_cli(monkeypatch, capsys, "lens", "--model", "minilm", text, "--json", str(tmp_path / "l.json"))
+    assert code == 0, err
+    warnings = [line for line in err.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {', '.join(repr(w) for w in unk)} not in the model's vocabulary"
+                        f" ({hf.vocab_size} tokens); read as [UNK]"]

@@ -92,6 +92,12 @@ class WordPieceTokenizer:
         """The WordPiece tokens the model sees, [CLS] and [SEP] included ("##" marks a word's continuation)."""
         return self._encode(text, self.max_length if max_length == -1 else max_length).tokens
 
+    def unknown_pieces(self, text: str) -> list[str]:
+        """The words of `text` read as [UNK] (no WordPiece of the vocabulary covers them)."""
+        from .unknown import unknown_spans
+        enc = self._encode(text, None)
+        return unknown_spans(text, enc.ids, enc.offsets, self.unk_id)
+
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
         ids = [int(i) for i in ids]
         bad = [i for i in ids if not 0 <= i < self.vocab_size]

@@ -5,6 +5,11 @@ it (once per piece per command, so a file of 10,000 lines does not repeat it); w
 `--strict` the text is refused instead, in one line naming the piece. A piece is what the
 tokenizer splits text into: a character, a word, or for BPE/unigram the characters no
 subword covers (the form the user typed, never an empty string or a '▁' marker).
+
+Hugging Face tokenizers (MiniLM, a BERT folder) have an [UNK] of their own: `unknown_spans` names
+the words behind it from the tokenizer's character offsets, with the same one-line warning
+(`SpanWarnings`). The interpretability commands (lens, decompose, patch, ablate-heads) refuse a
+piece a glassformer checkpoint never saw instead, in one line naming it (`unseen_line`).
 """
 
 from __future__ import annotations
@@ -33,6 +38,15 @@ def _shown(pieces: list[str]) -> str:
     return ", ".join(repr(p) for p in pieces[:8]) + more
 
 
+def _vocab(tok, side: str = "") -> str:
+    return f"the model's {side + ' ' if side else ''}vocabulary ({tok.vocab_size} tokens)"
+
+
+def unseen_line(tok, text: str, pieces: list[str], side: str = "") -> str:
+    """What a refusal says: "'☃' in 'a ☃ b' not in the model's vocabulary (92 tokens)"."""
+    return f"{_shown(pieces)} in {text[:60]!r} not in {_vocab(tok, side)}"
+
+
 class UnknownPolicy:
     """Encode user text: <unk> plus one warning per unseen piece, or refuse under `strict`."""
 
@@ -41,9 +55,6 @@ class UnknownPolicy:
         self.tok, self.strict, self.side = tok, strict, side
         self.warn = warn or (lambda line: print(line, file=sys.stderr))
         self.warned: set[str] = set()
-
-    def _vocab(self) -> str:
-        return f"the model's {self.side + ' ' if self.side else ''}vocabulary ({self.tok.vocab_size} tokens)"
 
     def check(self, text: str) -> None:
         """Warn about (or, under strict, refuse) the unseen pieces of `text`."""
@@ -55,13 +66,38 @@ class UnknownPolicy:
         for text in texts:
             pieces = unseen_pieces(self.tok, text)
             if pieces and self.strict:
-                raise InputError(f"{_shown(pieces)} in {text[:60]!r} not in {self._vocab()}; "
-                                 "without --strict it is read as <unk>")
+                raise InputError(unseen_line(self.tok, text, pieces, self.side)
+                                 + "; without --strict it is read as <unk>")
             new += [p for p in pieces if p not in self.warned and p not in new]
         if new:
             self.warned.update(new)
-            self.warn(f"warning: {_shown(new)} not in {self._vocab()}; read as <unk>")
+            self.warn(f"warning: {_shown(new)} not in {_vocab(self.tok, self.side)}; read as <unk>")
 
     def encode(self, text: str, add_special: bool = False) -> list[int]:
         self.check(text)
         return self.tok.encode(text, add_special=add_special)
+
+
+def unknown_spans(text: str, ids, offsets, unk_id: int | None) -> list[str]:
+    """The parts of `text` that a tokenizer reporting character offsets (Hugging Face `tokenizers`:
+    MiniLM's WordPiece, a BERT folder's tokenizer.json) read as its unknown token, in order of first
+    appearance. WordPiece turns a whole word into [UNK] when no piece of its vocabulary covers it."""
+    if unk_id is None:
+        return []
+    return list(dict.fromkeys(text[a:b] for i, (a, b) in zip(ids, offsets) if i == unk_id and b > a))
+
+
+class SpanWarnings:
+    """The warning of `UnknownPolicy` for those tokenizers: once per unseen piece, on one line."""
+
+    def __init__(self, vocab_size: int, unk_token: str, warn: Callable[[str], None] | None = None):
+        self.vocab_size, self.unk_token = vocab_size, unk_token
+        self.warn = warn or (lambda line: print(line, file=sys.stderr))
+        self.warned: set[str] = set()
+
+    def check(self, pieces: list[str]) -> None:
+        new = [p for p in pieces if p not in self.warned]
+        if new:
+            self.warned.update(new)
+            self.warn(f"warning: {_shown(new)} not in the model's vocabulary ({self.vocab_size} tokens);"
+                      f" read as {self.unk_token}")

@@ -43,8 +43,14 @@ def load(spec: str) -> Specimen:
     """`minilm`, a glassformer run/checkpoint folder, or a Hugging Face folder."""
     if spec == "minilm":
         from .. import pretrained
+        from ..unknown import SpanWarnings
         model, tok = pretrained.load("minilm")
-        return Specimen("minilm", model.eval(), tok.encode, _namer(tok.id_to_token), _namer(tok.id_to_token))
+        unknown = SpanWarnings(tok.vocab_size, "[UNK]")  # MiniLM was trained with [UNK]: read it, and say so
+
+        def encode(text: str) -> list[int]:
+            unknown.check(tok.unknown_pieces(text))
+            return tok.encode(text)
+        return Specimen("minilm", model.eval(), encode, _namer(tok.id_to_token), _namer(tok.id_to_token))
     path = Path(spec)
     if path.is_dir() and not (path / "config.json").is_file() and any((path / d).is_dir() for d in ("best", "checkpoint")):
         from ..train.checkpoint import resolve
@@ -68,6 +74,7 @@ def _namer(fn) -> Callable[[int], str]:
 
 def _checkpoint(path: Path) -> Specimen:
     from ..train.checkpoint import load_checkpoint
+    from ..unknown import unseen_line, unseen_pieces
     ck = load_checkpoint(path)
     src, tgt, arch = ck.src_tokenizer, ck.tgt_tokenizer or ck.src_tokenizer, ck.config.arch
     if src is None:
@@ -75,9 +82,10 @@ def _checkpoint(path: Path) -> Specimen:
 
     def encode(text: str) -> list[int]:
         ids = src.encode(text)
-        if src.unk_id in ids:
-            raise InputError(f"{text!r} has words outside the model's vocabulary "
-                             f"({src.vocab_size} tokens, e.g. {' '.join(t for t in src.vocab[4:14])})")
+        if src.unk_id in ids:  # a piece the model never saw has no activations of its own to read
+            pieces = unseen_pieces(src, text) or ["<unk>"]
+            raise InputError(unseen_line(src, text, pieces, "source" if arch == "encoder-decoder" else "")
+                             + "; give text made of pieces it was trained on (inspect reads them as <unk>)")
         if arch == "decoder" and src.bos_id is not None:
             ids = [src.bos_id] + ids
         return ids
@@ -99,7 +107,16 @@ def _hf_folder(path: Path, family: str) -> Specimen:
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
     name = _namer(tok.convert_ids_to_tokens)
-    return Specimen(path.name, from_hf(hf).eval(), lambda text: tok(text)["input_ids"], name, name)
+    from ..unknown import SpanWarnings, unknown_spans
+    unknown = SpanWarnings(len(tok), str(tok.unk_token))
+
+    def encode(text: str) -> list[int]:
+        if not tok.is_fast:  # a slow tokenizer reports no offsets to name the unknown words by
+            return tok(text)["input_ids"]
+        enc = tok(text, return_offsets_mapping=True)
+        unknown.check(unknown_spans(text, enc["input_ids"], enc["offset_mapping"], tok.unk_token_id))
+        return enc["input_ids"]
+    return Specimen(path.name, from_hf(hf).eval(), encode, name, name)
 
 
 @dataclass

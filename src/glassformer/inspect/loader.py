@@ -109,23 +109,33 @@ def load_subject(spec: str) -> Subject:
 def _minilm() -> Subject:
     """Loaded once per process: the CLI, the server and the analysis share one (read-only) model."""
     from .. import pretrained
+    from ..unknown import SpanWarnings
     model, tok = pretrained.load("minilm")
     model.eval()
-    # max_length=None: never truncate silently; Subject.encode refuses what the 512 positions cannot hold
-    return Subject("minilm", model, "encoder",
-                   lambda text: (tok.encode(text, max_length=None), tok.tokens(text, max_length=None)))
+    unknown = SpanWarnings(tok.vocab_size, "[UNK]")  # a word no WordPiece covers: [UNK] and one warning
+
+    def tokenize(text: str):
+        unknown.check(tok.unknown_pieces(text))
+        # max_length=None: never truncate silently; Subject.encode refuses what 512 positions cannot hold
+        return tok.encode(text, max_length=None), tok.tokens(text, max_length=None)
+    return Subject("minilm", model, "encoder", tokenize)
 
 
 def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:
     """The folder's own tokenizer: tokenizer.json through `tokenizers`, else transformers' files."""
     if (path / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
+        from ..unknown import SpanWarnings, unknown_spans
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
         tok.no_truncation()
         tok.no_padding()
+        unk = getattr(tok.model, "unk_token", None)  # byte-level BPE (GPT-2) has none: nothing is unknown
+        unk_id = tok.token_to_id(unk) if unk else None
+        unknown = SpanWarnings(tok.get_vocab_size(), str(unk))
 
         def tokenize(text: str):
             enc = tok.encode(text)
+            unknown.check(unknown_spans(text, enc.ids, enc.offsets, unk_id))
             return enc.ids, enc.tokens
         return tokenize
     from transformers import AutoTokenizer
@@ -134,7 +144,13 @@ def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
 
+    from ..unknown import SpanWarnings, unknown_spans
+    unknown = SpanWarnings(len(hf_tok), str(hf_tok.unk_token))
+
     def tokenize(text: str):
+        if hf_tok.is_fast:  # a slow tokenizer reports no offsets to name the unknown words by
+            enc = hf_tok(text, return_offsets_mapping=True)
+            unknown.check(unknown_spans(text, enc["input_ids"], enc["offset_mapping"], hf_tok.unk_token_id))
         ids = hf_tok(text)["input_ids"]
         return ids, hf_tok.convert_ids_to_tokens(ids)
     return tokenize
