@@ -86,17 +86,16 @@ class WordPieceTokenizer:
 
     def encode(self, text: str, max_length: int | None = -1) -> list[int]:
         """[CLS] ids… [SEP], truncated to max_length (default: self.max_length; None: no limit)."""
-        return self._encode(text, self.max_length if max_length == -1 else max_length).ids
+        return self.encoding(text, max_length).ids
 
     def tokens(self, text: str, max_length: int | None = -1) -> list[str]:
         """The WordPiece tokens the model sees, [CLS] and [SEP] included ("##" marks a word's continuation)."""
-        return self._encode(text, self.max_length if max_length == -1 else max_length).tokens
+        return self.encoding(text, max_length).tokens
 
-    def unknown_pieces(self, text: str) -> list[str]:
-        """The words of `text` read as [UNK] (no WordPiece of the vocabulary covers them)."""
-        from .unknown import unknown_spans
-        enc = self._encode(text, None)
-        return unknown_spans(text, enc.ids, enc.offsets, self.unk_id)
+    def encoding(self, text: str, max_length: int | None = -1):
+        """The `tokenizers` Encoding behind `encode` and `tokens`: ids, tokens and character offsets
+        (which words became [UNK]: unknown.SpanWarnings) from one pass over the text."""
+        return self._encode(text, self.max_length if max_length == -1 else max_length)
 
     def decode(self, ids: Iterable[int], skip_special: bool = True) -> str:
         ids = [int(i) for i in ids]

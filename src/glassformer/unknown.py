@@ -88,16 +88,33 @@ def unknown_spans(text: str, ids, offsets, unk_id: int | None) -> list[str]:
 
 
 class SpanWarnings:
-    """The warning of `UnknownPolicy` for those tokenizers: once per unseen piece, on one line."""
+    """The warning of `UnknownPolicy` for those tokenizers: once per unseen piece, on one line.
+    `unk_id` None: the tokenizer has no unknown token (byte-level BPE), so nothing is ever warned."""
 
-    def __init__(self, vocab_size: int, unk_token: str, warn: Callable[[str], None] | None = None):
-        self.vocab_size, self.unk_token = vocab_size, unk_token
+    def __init__(self, vocab_size: int, unk_token: str, unk_id: int | None,
+                 warn: Callable[[str], None] | None = None):
+        self.vocab_size, self.unk_token, self.unk_id = vocab_size, unk_token, unk_id
         self.warn = warn or (lambda line: print(line, file=sys.stderr))
         self.warned: set[str] = set()
 
-    def check(self, pieces: list[str]) -> None:
-        new = [p for p in pieces if p not in self.warned]
+    def check(self, text: str, ids, offsets) -> None:
+        """Warn about the words of `text` that its encoding (`ids`, character `offsets`) read as unknown."""
+        new = [p for p in unknown_spans(text, ids, offsets, self.unk_id) if p not in self.warned]
         if new:
             self.warned.update(new)
             self.warn(f"warning: {_shown(new)} not in the model's vocabulary ({self.vocab_size} tokens);"
                       f" read as {self.unk_token}")
+
+
+def transformers_encoder(hf_tok) -> Callable[[str], list[int]]:
+    """text -> ids by a `transformers` tokenizer, warning once per word it reads as its unknown token.
+    A fast tokenizer reports the offsets that name the word; a slow one cannot, and stays silent."""
+    warnings = SpanWarnings(len(hf_tok), str(hf_tok.unk_token), hf_tok.unk_token_id)
+
+    def encode(text: str) -> list[int]:
+        if not hf_tok.is_fast:
+            return hf_tok(text)["input_ids"]
+        enc = hf_tok(text, return_offsets_mapping=True)
+        warnings.check(text, enc["input_ids"], enc["offset_mapping"])
+        return enc["input_ids"]
+    return encode

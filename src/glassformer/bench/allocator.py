@@ -5,8 +5,8 @@ glibc serves an allocation above its mmap threshold (128 KiB, raised as blocks a
 then touches new pages: one minor page fault per 4 KiB, each a trap into the kernel that zeroes the
 page. A training step that materialises (tokens × vocab) logits allocates and frees hundreds of MB
 this way: the benchmark's `torch.nn.Transformer` side (2,048 tokens × 8,000 words, fp32) took
-~75,000 page faults per step on the AVX2 machine of docs/benchmarks.md, glassformer's side (fused
-loss, nn/loss.py) ~2,000.
+~64,000 page faults per step in every benchmark run on the AVX2 machine of docs/benchmarks.md,
+glassformer's side (fused loss, nn/loss.py) 0–12,000.
 
 `keep_freed_memory` asks malloc (mallopt, glibc only) to serve blocks up to 1 GiB from its heap and
 to keep freed ones for the next allocation — what the caching allocators of PyTorch's CPU tuning

@@ -45,11 +45,12 @@ def load(spec: str) -> Specimen:
         from .. import pretrained
         from ..unknown import SpanWarnings
         model, tok = pretrained.load("minilm")
-        unknown = SpanWarnings(tok.vocab_size, "[UNK]")  # MiniLM was trained with [UNK]: read it, and say so
+        unknown = SpanWarnings(tok.vocab_size, "[UNK]", tok.unk_id)  # MiniLM was trained with [UNK]: read it, say so
 
         def encode(text: str) -> list[int]:
-            unknown.check(tok.unknown_pieces(text))
-            return tok.encode(text)
+            enc = tok.encoding(text)
+            unknown.check(text, enc.ids, enc.offsets)
+            return enc.ids
         return Specimen("minilm", model.eval(), encode, _namer(tok.id_to_token), _namer(tok.id_to_token))
     path = Path(spec)
     if path.is_dir() and not (path / "config.json").is_file() and any((path / d).is_dir() for d in ("best", "checkpoint")):
@@ -107,16 +108,8 @@ def _hf_folder(path: Path, family: str) -> Specimen:
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
     name = _namer(tok.convert_ids_to_tokens)
-    from ..unknown import SpanWarnings, unknown_spans
-    unknown = SpanWarnings(len(tok), str(tok.unk_token))
-
-    def encode(text: str) -> list[int]:
-        if not tok.is_fast:  # a slow tokenizer reports no offsets to name the unknown words by
-            return tok(text)["input_ids"]
-        enc = tok(text, return_offsets_mapping=True)
-        unknown.check(unknown_spans(text, enc["input_ids"], enc["offset_mapping"], tok.unk_token_id))
-        return enc["input_ids"]
-    return Specimen(path.name, from_hf(hf).eval(), encode, name, name)
+    from ..unknown import transformers_encoder
+    return Specimen(path.name, from_hf(hf).eval(), transformers_encoder(tok), name, name)
 
 
 @dataclass

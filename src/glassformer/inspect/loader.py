@@ -112,12 +112,13 @@ def _minilm() -> Subject:
     from ..unknown import SpanWarnings
     model, tok = pretrained.load("minilm")
     model.eval()
-    unknown = SpanWarnings(tok.vocab_size, "[UNK]")  # a word no WordPiece covers: [UNK] and one warning
+    unknown = SpanWarnings(tok.vocab_size, "[UNK]", tok.unk_id)  # a word no WordPiece covers: one warning
 
     def tokenize(text: str):
-        unknown.check(tok.unknown_pieces(text))
         # max_length=None: never truncate silently; Subject.encode refuses what 512 positions cannot hold
-        return tok.encode(text, max_length=None), tok.tokens(text, max_length=None)
+        enc = tok.encoding(text, max_length=None)
+        unknown.check(text, enc.ids, enc.offsets)
+        return enc.ids, enc.tokens
     return Subject("minilm", model, "encoder", tokenize)
 
 
@@ -125,17 +126,16 @@ def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:
     """The folder's own tokenizer: tokenizer.json through `tokenizers`, else transformers' files."""
     if (path / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
-        from ..unknown import SpanWarnings, unknown_spans
+        from ..unknown import SpanWarnings
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
         tok.no_truncation()
         tok.no_padding()
         unk = getattr(tok.model, "unk_token", None)  # byte-level BPE (GPT-2) has none: nothing is unknown
-        unk_id = tok.token_to_id(unk) if unk else None
-        unknown = SpanWarnings(tok.get_vocab_size(), str(unk))
+        unknown = SpanWarnings(tok.get_vocab_size(), str(unk), tok.token_to_id(unk) if unk else None)
 
         def tokenize(text: str):
             enc = tok.encode(text)
-            unknown.check(unknown_spans(text, enc.ids, enc.offsets, unk_id))
+            unknown.check(text, enc.ids, enc.offsets)
             return enc.ids, enc.tokens
         return tokenize
     from transformers import AutoTokenizer
@@ -144,14 +144,11 @@ def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
 
-    from ..unknown import SpanWarnings, unknown_spans
-    unknown = SpanWarnings(len(hf_tok), str(hf_tok.unk_token))
+    from ..unknown import transformers_encoder
+    encode = transformers_encoder(hf_tok)
 
     def tokenize(text: str):
-        if hf_tok.is_fast:  # a slow tokenizer reports no offsets to name the unknown words by
-            enc = hf_tok(text, return_offsets_mapping=True)
-            unknown.check(unknown_spans(text, enc["input_ids"], enc["offset_mapping"], hf_tok.unk_token_id))
-        ids = hf_tok(text)["input_ids"]
+        ids = encode(text)
         return ids, hf_tok.convert_ids_to_tokens(ids)
     return tokenize
 
