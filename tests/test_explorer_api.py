@@ -168,3 +168,18 @@ def test_bad_requests(client, path, body, status, message):
 ])
 def test_bad_generation_options_are_422(client, body):
     assert client.post("/api/generate", json=body).status_code == 422
+
+
+def test_trace_names_the_words_the_checkpoint_never_saw(client):
+    """The page's warning: the source words outside the training sentences (explorer_helpers.SRC),
+    read as <unk>, named once each; a sentence of known words has none."""
+    from explorer_helpers import SRC
+    seen = {w for line in SRC for w in line.split()}
+    sentence = "猫 吃 ☃ 鸟 ☃"
+    d = client.post("/api/trace", json={"sentence": sentence, "model": "run:tiny"}).json()
+    assert d["unknown"]["pieces"] == ["☃", "鸟"] == [w for w in dict.fromkeys(sentence.split()) if w not in seen]
+    note = d["unknown"]["note"]
+    assert note.startswith("'☃', '鸟' not in the model's source vocabulary (") and note.endswith("; read as <unk>")
+    assert [t for t, w in zip(d["tokens"], sentence.split()) if w not in seen] == ["<unk>"] * 3
+    assert client.post("/api/trace", json={"sentence": SENTENCE, "model": "run:tiny"}).json()["unknown"] is None
+    assert client.post("/api/trace", json={"sentence": "猫 ☃", "model": "walkthrough"}).json()["unknown"] is None

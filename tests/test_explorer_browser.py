@@ -229,3 +229,24 @@ def test_standalone_html_opens_offline(browser_page, tmp_path):
     finally:
         page.close()
     assert [u for u in requests if not u.startswith("file:")] == [] and not errors, (requests, errors)
+
+
+def test_unknown_words_are_named_on_the_page(browser_page):
+    """A word the checkpoint never saw is named above the tokens (the CLI's stderr warning), and the
+    line goes away for a sentence of known words."""
+    page, errors = browser_page
+    for sentence, hidden in (("猫 吃 ☃", False), ("猫 吃 鱼", True)):
+        page.evaluate("delete document.querySelector('#status').dataset.renderMs")  # wait for this trace
+        _trace(page, sentence, "run:tiny", 2)
+        assert page.locator("#unknown").is_hidden() is hidden
+        if not hidden:
+            line = page.inner_text("#unknown")
+            assert line.startswith("warning: '☃' not in the model's source vocabulary (") and line.endswith("read as <unk>")
+            assert [t.strip() for t in page.locator("#tokens .token").all_inner_texts()] == ["猫", "吃", "<unk>"]
+            # the lesson walks the checkpoint's own embeddings in float64: it refuses the word instead,
+            # naming it in its box (as `walkthrough --ckpt` does); the browser logs that 422
+            page.wait_for_selector("#lesson-step p.error")
+            assert "'☃'" in page.inner_text("#lesson-step p.error")
+            page.locator("#result").screenshot(path=str(SHOTS / "unknown_word.png"))
+            errors[:] = [e for e in errors if "status of 422" not in e]
+    assert not errors, errors

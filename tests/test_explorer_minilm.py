@@ -184,3 +184,21 @@ def model_vocab() -> dict[str, int]:
 
     from glassformer import pretrained
     return AutoTokenizer.from_pretrained(str(pretrained.model_dir("minilm"))).get_vocab()
+
+
+def test_trace_names_the_words_minilm_reads_as_unk(client):
+    """The words the explorer names are the words Hugging Face's own fast BERT tokenizer, loaded from
+    the same folder, turns into [UNK] (found from its character offsets)."""
+    from transformers import AutoTokenizer
+
+    from glassformer import pretrained
+    tok = AutoTokenizer.from_pretrained(str(pretrained.model_dir("minilm")))
+    sentence = "The ☃ cat 𝔥𝔦 eats ☃ fish."
+    enc = tok(sentence, return_offsets_mapping=True)
+    unk = [sentence[a:b] for i, (a, b) in zip(enc["input_ids"], enc["offset_mapping"]) if i == tok.unk_token_id]
+    assert unk == ["☃", "𝔥𝔦", "☃"]
+    d = client.post("/api/trace", json={"sentence": sentence, "model": "minilm"}).json()
+    assert d["unknown"]["pieces"] == ["☃", "𝔥𝔦"]
+    assert d["unknown"]["note"] == f"'☃', '𝔥𝔦' not in the model's vocabulary ({len(tok)} tokens); read as [UNK]"
+    assert d["tokens"] == tok.convert_ids_to_tokens(enc["input_ids"])
+    assert client.post("/api/trace", json={"sentence": SENTENCE, "model": "minilm"}).json()["unknown"] is None

@@ -42,6 +42,12 @@ def _vocab(tok, side: str = "") -> str:
     return f"the model's {side + ' ' if side else ''}vocabulary ({tok.vocab_size} tokens)"
 
 
+def unknown_note(pieces: list[str], vocabulary: str, unk_token: str) -> str:
+    """The warning's words, also what the explorer shows above the tokens:
+    "'☃' not in the model's vocabulary (30522 tokens); read as [UNK]"."""
+    return f"{_shown(pieces)} not in {vocabulary}; read as {unk_token}"
+
+
 def unseen_line(tok, text: str, pieces: list[str], side: str = "") -> str:
     """What a refusal says: "'☃' in 'a ☃ b' not in the model's vocabulary (92 tokens)"."""
     return f"{_shown(pieces)} in {text[:60]!r} not in {_vocab(tok, side)}"
@@ -71,7 +77,10 @@ class UnknownPolicy:
             new += [p for p in pieces if p not in self.warned and p not in new]
         if new:
             self.warned.update(new)
-            self.warn(f"warning: {_shown(new)} not in {_vocab(self.tok, self.side)}; read as <unk>")
+            self.warn("warning: " + self.note(new))
+
+    def note(self, pieces: list[str]) -> str:
+        return unknown_note(pieces, _vocab(self.tok, self.side), "<unk>")
 
     def encode(self, text: str, add_special: bool = False) -> list[int]:
         self.check(text)
@@ -93,28 +102,49 @@ class SpanWarnings:
 
     def __init__(self, vocab_size: int, unk_token: str, unk_id: int | None,
                  warn: Callable[[str], None] | None = None):
-        self.vocab_size, self.unk_token, self.unk_id = vocab_size, unk_token, unk_id
+        self.vocabulary = f"the model's vocabulary ({vocab_size} tokens)"
+        self.unk_token, self.unk_id = unk_token, unk_id
         self.warn = warn or (lambda line: print(line, file=sys.stderr))
         self.warned: set[str] = set()
 
     def check(self, text: str, ids, offsets) -> None:
         """Warn about the words of `text` that its encoding (`ids`, character `offsets`) read as unknown."""
-        new = [p for p in unknown_spans(text, ids, offsets, self.unk_id) if p not in self.warned]
+        self.report(self.pieces(text, ids, offsets))
+
+    def report(self, pieces: list[str]) -> None:
+        """Warn about the pieces not warned about before, on one line."""
+        new = [p for p in pieces if p not in self.warned]
         if new:
             self.warned.update(new)
-            self.warn(f"warning: {_shown(new)} not in the model's vocabulary ({self.vocab_size} tokens);"
-                      f" read as {self.unk_token}")
+            self.warn("warning: " + self.note(new))
+
+    def pieces(self, text: str, ids, offsets) -> list[str]:
+        """The words of `text` that its encoding read as unknown (no warning)."""
+        return unknown_spans(text, ids, offsets, self.unk_id)
+
+    def note(self, pieces: list[str]) -> str:
+        return unknown_note(pieces, self.vocabulary, self.unk_token)
 
 
-def transformers_encoder(hf_tok) -> Callable[[str], list[int]]:
+class TransformersEncoder:
     """text -> ids by a `transformers` tokenizer, warning once per word it reads as its unknown token.
     A fast tokenizer reports the offsets that name the word; a slow one cannot, and stays silent."""
-    warnings = SpanWarnings(len(hf_tok), str(hf_tok.unk_token), hf_tok.unk_token_id)
 
-    def encode(text: str) -> list[int]:
-        if not hf_tok.is_fast:
-            return hf_tok(text)["input_ids"]
-        enc = hf_tok(text, return_offsets_mapping=True)
-        warnings.check(text, enc["input_ids"], enc["offset_mapping"])
-        return enc["input_ids"]
-    return encode
+    def __init__(self, hf_tok):
+        self.hf_tok = hf_tok
+        self.warnings = SpanWarnings(len(hf_tok), str(hf_tok.unk_token), hf_tok.unk_token_id)
+
+    def _encode(self, text: str) -> tuple[list[int], list[str]]:
+        """(ids, the words read as unknown)."""
+        if not self.hf_tok.is_fast:
+            return self.hf_tok(text)["input_ids"], []
+        enc = self.hf_tok(text, return_offsets_mapping=True)
+        return enc["input_ids"], self.warnings.pieces(text, enc["input_ids"], enc["offset_mapping"])
+
+    def __call__(self, text: str) -> list[int]:
+        ids, unknown = self._encode(text)
+        self.warnings.report(unknown)
+        return ids
+
+    def unseen(self, text: str) -> list[str]:
+        return self._encode(text)[1]

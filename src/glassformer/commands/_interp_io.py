@@ -108,8 +108,8 @@ def _hf_folder(path: Path, family: str) -> Specimen:
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
     name = _namer(tok.convert_ids_to_tokens)
-    from ..unknown import transformers_encoder
-    return Specimen(path.name, from_hf(hf).eval(), transformers_encoder(tok), name, name)
+    from ..unknown import TransformersEncoder
+    return Specimen(path.name, from_hf(hf).eval(), TransformersEncoder(tok), name, name)
 
 
 @dataclass

@@ -25,6 +25,10 @@ SPECIAL_TOKENS = {"[CLS]", "[SEP]", "<s>", "</s>", "<bos>", "<eos>", "<|endoftex
 HF_FAMILIES = {"bert": "BertModel", "gpt2": "GPT2LMHeadModel"}
 
 
+def _nothing_unseen(text: str) -> list[str]:
+    return []
+
+
 @dataclass
 class Subject:
     """A model ready to inspect: its glassformer module and how to turn text into its tokens."""
@@ -35,6 +39,15 @@ class Subject:
     tokenize: Callable[[str], tuple[list[int], list[str]]]  # text -> (ids, the model's own tokens)
     tgt_tokenizer: object | None = None  # encoder-decoder checkpoints: for the translation
     meta: dict = field(default_factory=dict)
+    # the pieces of a text its tokenizer reads as the unknown token, and the warning's line about them:
+    # `tokenize` warns on stderr once per piece (the CLI); the explorer shows them on its page (`unknown`)
+    unseen: Callable[[str], list[str]] = _nothing_unseen
+    unseen_note: Callable[[list[str]], str] | None = None
+
+    def unknown(self, text: str) -> dict | None:
+        """{"pieces": what `text` has that the model never saw, "note": the warning}, or None."""
+        pieces = self.unseen(text)
+        return {"pieces": pieces, "note": self.unseen_note(pieces)} if pieces else None
 
     @property
     def causal(self) -> bool:
@@ -119,11 +132,16 @@ def _minilm() -> Subject:
         enc = tok.encoding(text, max_length=None)
         unknown.check(text, enc.ids, enc.offsets)
         return enc.ids, enc.tokens
-    return Subject("minilm", model, "encoder", tokenize)
+
+    def unseen(text: str) -> list[str]:
+        enc = tok.encoding(text, max_length=None)
+        return unknown.pieces(text, enc.ids, enc.offsets)
+    return Subject("minilm", model, "encoder", tokenize, unseen=unseen, unseen_note=unknown.note)
 
 
-def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:
-    """The folder's own tokenizer: tokenizer.json through `tokenizers`, else transformers' files."""
+def _hf_tokenizer(path: Path) -> tuple[Callable[[str], tuple[list[int], list[str]]], Callable, Callable]:
+    """The folder's own tokenizer — tokenizer.json through `tokenizers`, else transformers' files —
+    as (tokenize, unseen, unseen_note) for `Subject`."""
     if (path / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
         from ..unknown import SpanWarnings
@@ -137,20 +155,24 @@ def _hf_tokenizer(path: Path) -> Callable[[str], tuple[list[int], list[str]]]:
             enc = tok.encode(text)
             unknown.check(text, enc.ids, enc.offsets)
             return enc.ids, enc.tokens
-        return tokenize
+
+        def unseen(text: str) -> list[str]:
+            enc = tok.encode(text)
+            return unknown.pieces(text, enc.ids, enc.offsets)
+        return tokenize, unseen, unknown.note
     from transformers import AutoTokenizer
     try:
         hf_tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
 
-    from ..unknown import transformers_encoder
-    encode = transformers_encoder(hf_tok)
+    from ..unknown import TransformersEncoder
+    encode = TransformersEncoder(hf_tok)
 
     def tokenize(text: str):
         ids = encode(text)
         return ids, hf_tok.convert_ids_to_tokens(ids)
-    return tokenize
+    return tokenize, encode.unseen, encode.warnings.note
 
 
 def _hf_folder(path: Path, cfg: dict) -> Subject:
@@ -167,7 +189,8 @@ def _hf_folder(path: Path, cfg: dict) -> Subject:
     hf = cls.from_pretrained(str(path), local_files_only=True, use_safetensors=True).eval()
     model = from_hf(hf).eval()
     kind = "encoder" if family == "bert" else "decoder"
-    return Subject(path.name, model, kind, _hf_tokenizer(path))
+    tokenize, unseen, note = _hf_tokenizer(path)
+    return Subject(path.name, model, kind, tokenize, unseen=unseen, unseen_note=note)
 
 
 def _checkpoint(path: Path) -> Subject:
@@ -176,7 +199,7 @@ def _checkpoint(path: Path) -> Subject:
     model, src = ck.model.eval(), ck.src_tokenizer
 
     arch = ck.config.arch
-    from ..unknown import UnknownPolicy
+    from ..unknown import UnknownPolicy, unseen_pieces
     policy = UnknownPolicy(src, side="source" if arch == "encoder-decoder" else "")  # <unk> + one warning
 
     def tokenize(text: str):
@@ -188,5 +211,5 @@ def _checkpoint(path: Path) -> Subject:
         else:
             ids = src.encode(text, add_special=True)
         return ids, [src.id_to_token(i) for i in ids]
-    return Subject(path.name, model, ck.config.arch, tokenize,
-                   tgt_tokenizer=ck.tgt_tokenizer, meta=dict(ck.meta))
+    return Subject(path.name, model, ck.config.arch, tokenize, tgt_tokenizer=ck.tgt_tokenizer,
+                   meta=dict(ck.meta), unseen=lambda text: unseen_pieces(src, text), unseen_note=policy.note)

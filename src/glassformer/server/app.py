@@ -2,7 +2,8 @@
 
     GET  /               the explorer page (static/index.html; every asset served from here)
     GET  /api/models     the model names a request may use, and the input limits
-    POST /api/trace      {"sentence": str, "model": str (optional)} -> tokens + trace + patterns
+    POST /api/trace      {"sentence": str, "model": str (optional)} -> tokens + trace + patterns,
+                         and "unknown": the words the model never saw (read as [UNK]/<unk>), or null
 
 The trace uses the hook names of `glassformer.trace` (`enc.{l}.attn.pattern`, `x0`, ...). Limits:
 sentence length (characters and tokens) and request body size are capped; an unknown model is a

@@ -101,6 +101,7 @@ class ModelRegistry:
             "pattern_hooks": [f"enc.{l}.attn.pattern" for l in range(L)],
             "pe": trace.get("pos"),
             "steps": _steps(result),
+            "unknown": None,  # any word is allowed here (seeded random vectors)
         }
 
     def _subject_trace(self, name: str, sentence: str) -> dict:
@@ -121,7 +122,8 @@ class ModelRegistry:
         hooks = [k for k in trace if k.endswith(".pattern")]
         out = {"model": name, "kind": subject.kind, "tokens": tokens,
                "config": subject.model.config.to_dict(), "trace": trace, "pattern_hooks": hooks,
-               "pe": trace.get("pos"), "steps": None}
+               "pe": trace.get("pos"), "steps": None,
+               "unknown": subject.unknown(sentence)}  # {"pieces", "note"} of what it never saw, or None
         if subject.kind == "encoder-decoder":
             out["translation"] = _translate(subject, ids)
         return out

@@ -159,6 +159,9 @@ async function runTrace(ev) {
 
 function render(data) {
   $("result").hidden = false;
+  // pieces the model never saw, read as its unknown token: said here as the CLI says it on stderr
+  $("unknown").hidden = !data.unknown;
+  $("unknown").textContent = data.unknown ? `warning: ${data.unknown.note}` : "";
   const toks = $("tokens");
   toks.innerHTML = "";
   data.tokens.forEach((t, i) => {
