@@ -188,7 +188,8 @@ def test_checkpoint_walkthrough_traces_the_trained_encoder(tmp_path):
     want = encoder_forward(data["params"], data["ids"], data["config"])
     for name, traced in data["trace"].items():
         np.testing.assert_allclose(np.asarray(traced), want[name], atol=1e-5, err_msg=name)
-    bad = _cli("猫 吃 虎", "--ckpt", str(tmp_path / "ck"), "--no-plots")
-    assert bad.exit_code == 2 and "'虎' is not in the checkpoint's vocabulary" in bad.output
+    bad = _cli("猫 虎 吃 ☃ 虎", "--ckpt", str(tmp_path / "ck"), "--no-plots")  # every unseen word, once, on one line
+    assert bad.exit_code == 2 and bad.output.count("\n") == 1, bad.output
+    assert bad.output.startswith("error: '虎', '☃' in '猫 虎 吃 ☃ 虎' not in the model's source vocabulary ("), bad.output
     missing = _cli("--ckpt", str(tmp_path / "nothing"), "--no-plots")
     assert missing.exit_code == 2 and missing.output.startswith("error: ")

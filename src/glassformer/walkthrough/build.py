@@ -178,6 +178,11 @@ def _from_checkpoint(ckpt: str, sentence: str | None):
     text = sentence if sentence is not None else "猫 吃 鱼"
     if not text.strip():
         raise InputError("the sentence is empty; give at least one token, e.g. \"猫 吃 鱼\"")
+    from ..unknown import unseen_line, unseen_pieces
+    pieces = unseen_pieces(tok, text)  # every piece it never saw, named in one line (as lens and patch do)
+    if pieces:
+        raise InputError(unseen_line(tok, text, pieces, "source" if loaded.config.arch == "encoder-decoder" else "")
+                         + "; the walkthrough prints the checkpoint's own vectors, so give words it was trained on")
     tokens = list(tok.tokens(text))
     ids = list(tok.encode(text))
     if len(ids) != len(tokens):  # a tokenizer that adds specials in encode(): align with tokens()
