@@ -10,6 +10,7 @@ Hugging Face tokenizers (MiniLM, a BERT folder) have an [UNK] of their own: `unk
 the words behind it from the tokenizer's character offsets, with the same one-line warning
 (`SpanWarnings`). The interpretability commands (lens, decompose, patch, ablate-heads) refuse a
 piece a glassformer checkpoint never saw instead, in one line naming it (`unseen_line`).
+The explorer (`serve`) shows the warning's line above the tokens (`unknown_note`, `Subject.unknown`).
 """
 
 from __future__ import annotations
