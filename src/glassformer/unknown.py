@@ -16,6 +16,7 @@ The explorer (`serve`) shows the warning's line above the tokens (`unknown_note`
 from __future__ import annotations
 
 import sys
+from types import SimpleNamespace
 from typing import Callable
 
 from .errors import InputError
@@ -110,11 +111,7 @@ class SpanWarnings:
 
     def check(self, text: str, ids, offsets) -> None:
         """Warn about the words of `text` that its encoding (`ids`, character `offsets`) read as unknown."""
-        self.report(self.pieces(text, ids, offsets))
-
-    def report(self, pieces: list[str]) -> None:
-        """Warn about the pieces not warned about before, on one line."""
-        new = [p for p in pieces if p not in self.warned]
+        new = [p for p in self.pieces(text, ids, offsets) if p not in self.warned]
         if new:
             self.warned.update(new)
             self.warn("warning: " + self.note(new))
@@ -127,25 +124,33 @@ class SpanWarnings:
         return unknown_note(pieces, self.vocabulary, self.unk_token)
 
 
-class TransformersEncoder:
-    """text -> ids by a `transformers` tokenizer, warning once per word it reads as its unknown token.
-    A fast tokenizer reports the offsets that name the word; a slow one cannot, and stays silent."""
+class SpanEncoder:
+    """text -> its encoding (`ids`, `tokens`, character `offsets`: a `tokenizers` Encoding), warning once
+    per word read as the unknown token (`SpanWarnings`); `unseen` names those words without warning."""
 
-    def __init__(self, hf_tok):
-        self.hf_tok = hf_tok
-        self.warnings = SpanWarnings(len(hf_tok), str(hf_tok.unk_token), hf_tok.unk_token_id)
+    def __init__(self, encode: Callable[[str], object], warnings: SpanWarnings):
+        self.encode, self.warnings = encode, warnings
 
-    def _encode(self, text: str) -> tuple[list[int], list[str]]:
-        """(ids, the words read as unknown)."""
-        if not self.hf_tok.is_fast:
-            return self.hf_tok(text)["input_ids"], []
-        enc = self.hf_tok(text, return_offsets_mapping=True)
-        return enc["input_ids"], self.warnings.pieces(text, enc["input_ids"], enc["offset_mapping"])
-
-    def __call__(self, text: str) -> list[int]:
-        ids, unknown = self._encode(text)
-        self.warnings.report(unknown)
-        return ids
+    def __call__(self, text: str):
+        enc = self.encode(text)
+        self.warnings.check(text, enc.ids, enc.offsets)
+        return enc
 
     def unseen(self, text: str) -> list[str]:
-        return self._encode(text)[1]
+        enc = self.encode(text)
+        return self.warnings.pieces(text, enc.ids, enc.offsets)
+
+
+def minilm_encoder(tok, max_length: int | None = -1) -> SpanEncoder:
+    """MiniLM's WordPiece (`pretrained.WordPieceTokenizer`), trained with [UNK]: read it, say so."""
+    return SpanEncoder(lambda text: tok.encoding(text, max_length), SpanWarnings(tok.vocab_size, "[UNK]", tok.unk_id))
+
+
+def transformers_encoder(hf_tok) -> SpanEncoder:
+    """The same for a `transformers` tokenizer. A fast one carries the `tokenizers` Encoding whose
+    offsets name the word; a slow one has no offsets, so it warns about nothing."""
+    if hf_tok.is_fast:
+        encode, unk_id = (lambda text: hf_tok(text).encodings[0]), hf_tok.unk_token_id
+    else:
+        encode, unk_id = (lambda text: SimpleNamespace(ids=hf_tok(text)["input_ids"], offsets=())), None
+    return SpanEncoder(encode, SpanWarnings(len(hf_tok), str(hf_tok.unk_token), unk_id))

@@ -43,15 +43,11 @@ def load(spec: str) -> Specimen:
     """`minilm`, a glassformer run/checkpoint folder, or a Hugging Face folder."""
     if spec == "minilm":
         from .. import pretrained
-        from ..unknown import SpanWarnings
+        from ..unknown import minilm_encoder
         model, tok = pretrained.load("minilm")
-        unknown = SpanWarnings(tok.vocab_size, "[UNK]", tok.unk_id)  # MiniLM was trained with [UNK]: read it, say so
-
-        def encode(text: str) -> list[int]:
-            enc = tok.encoding(text)
-            unknown.check(text, enc.ids, enc.offsets)
-            return enc.ids
-        return Specimen("minilm", model.eval(), encode, _namer(tok.id_to_token), _namer(tok.id_to_token))
+        encoder = minilm_encoder(tok)
+        return Specimen("minilm", model.eval(), lambda text: encoder(text).ids, _namer(tok.id_to_token),
+                        _namer(tok.id_to_token))
     path = Path(spec)
     if path.is_dir() and not (path / "config.json").is_file() and any((path / d).is_dir() for d in ("best", "checkpoint")):
         from ..train.checkpoint import resolve
@@ -108,8 +104,9 @@ def _hf_folder(path: Path, family: str) -> Specimen:
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
     name = _namer(tok.convert_ids_to_tokens)
-    from ..unknown import TransformersEncoder
-    return Specimen(path.name, from_hf(hf).eval(), TransformersEncoder(tok), name, name)
+    from ..unknown import transformers_encoder
+    encoder = transformers_encoder(tok)
+    return Specimen(path.name, from_hf(hf).eval(), lambda text: encoder(text).ids, name, name)
 
 
 @dataclass

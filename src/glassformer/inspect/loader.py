@@ -122,57 +122,45 @@ def load_subject(spec: str) -> Subject:
 def _minilm() -> Subject:
     """Loaded once per process: the CLI, the server and the analysis share one (read-only) model."""
     from .. import pretrained
-    from ..unknown import SpanWarnings
+    from ..unknown import minilm_encoder
     model, tok = pretrained.load("minilm")
     model.eval()
-    unknown = SpanWarnings(tok.vocab_size, "[UNK]", tok.unk_id)  # a word no WordPiece covers: one warning
+    # max_length=None: never truncate silently; Subject.encode refuses what 512 positions cannot hold
+    encoder = minilm_encoder(tok, max_length=None)  # a word no WordPiece covers: [UNK] and one warning
 
     def tokenize(text: str):
-        # max_length=None: never truncate silently; Subject.encode refuses what 512 positions cannot hold
-        enc = tok.encoding(text, max_length=None)
-        unknown.check(text, enc.ids, enc.offsets)
+        enc = encoder(text)
         return enc.ids, enc.tokens
-
-    def unseen(text: str) -> list[str]:
-        enc = tok.encoding(text, max_length=None)
-        return unknown.pieces(text, enc.ids, enc.offsets)
-    return Subject("minilm", model, "encoder", tokenize, unseen=unseen, unseen_note=unknown.note)
+    return Subject("minilm", model, "encoder", tokenize, unseen=encoder.unseen, unseen_note=encoder.warnings.note)
 
 
-def _hf_tokenizer(path: Path) -> tuple[Callable[[str], tuple[list[int], list[str]]], Callable, Callable]:
+def _hf_tokenizer(path: Path):
     """The folder's own tokenizer — tokenizer.json through `tokenizers`, else transformers' files —
-    as (tokenize, unseen, unseen_note) for `Subject`."""
+    as (tokenize, its SpanEncoder) for `Subject`."""
+    from ..unknown import SpanEncoder, SpanWarnings, transformers_encoder
     if (path / "tokenizer.json").is_file():
         from tokenizers import Tokenizer
-        from ..unknown import SpanWarnings
         tok = Tokenizer.from_file(str(path / "tokenizer.json"))
         tok.no_truncation()
         tok.no_padding()
         unk = getattr(tok.model, "unk_token", None)  # byte-level BPE (GPT-2) has none: nothing is unknown
-        unknown = SpanWarnings(tok.get_vocab_size(), str(unk), tok.token_to_id(unk) if unk else None)
+        encoder = SpanEncoder(tok.encode, SpanWarnings(tok.get_vocab_size(), str(unk), tok.token_to_id(unk) if unk else None))
 
         def tokenize(text: str):
-            enc = tok.encode(text)
-            unknown.check(text, enc.ids, enc.offsets)
+            enc = encoder(text)
             return enc.ids, enc.tokens
-
-        def unseen(text: str) -> list[str]:
-            enc = tok.encode(text)
-            return unknown.pieces(text, enc.ids, enc.offsets)
-        return tokenize, unseen, unknown.note
+        return tokenize, encoder
     from transformers import AutoTokenizer
     try:
         hf_tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     except (OSError, ValueError) as e:
         raise InputError(f"{path} has no usable tokenizer (tokenizer.json or vocab files): {e}") from None
-
-    from ..unknown import TransformersEncoder
-    encode = TransformersEncoder(hf_tok)
+    encoder = transformers_encoder(hf_tok)
 
     def tokenize(text: str):
-        ids = encode(text)
+        ids = encoder(text).ids
         return ids, hf_tok.convert_ids_to_tokens(ids)
-    return tokenize, encode.unseen, encode.warnings.note
+    return tokenize, encoder
 
 
 def _hf_folder(path: Path, cfg: dict) -> Subject:
@@ -189,8 +177,8 @@ def _hf_folder(path: Path, cfg: dict) -> Subject:
     hf = cls.from_pretrained(str(path), local_files_only=True, use_safetensors=True).eval()
     model = from_hf(hf).eval()
     kind = "encoder" if family == "bert" else "decoder"
-    tokenize, unseen, note = _hf_tokenizer(path)
-    return Subject(path.name, model, kind, tokenize, unseen=unseen, unseen_note=note)
+    tokenize, encoder = _hf_tokenizer(path)
+    return Subject(path.name, model, kind, tokenize, unseen=encoder.unseen, unseen_note=encoder.warnings.note)
 
 
 def _checkpoint(path: Path) -> Subject:
