@@ -20,6 +20,7 @@ import torch
 
 from .errors import InputError
 from .nn import decode_step
+from .nn.prepared import prepared
 
 STRATEGIES = ("greedy", "beam", "sample")
 
@@ -156,7 +157,9 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
     cross-attention, averaged over heads, of the query that produced each new token.
     A learned position table (pe='learned') ends generation at max_len positions.
     """
-    with torch.inference_mode():  # no autograd bookkeeping in the loop
+    # no autograd bookkeeping in the loop; derived weight copies (the fused W_QKV, the decode
+    # step's layouts) built once for this generation and dropped after it (nn/prepared.py)
+    with torch.inference_mode(), prepared(model):
         out = _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, temperature, top_k,
                         top_p, eos_id, use_cache, src_padding_mask, generator, return_cross_attention,
                         padding_mask)

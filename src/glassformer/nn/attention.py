@@ -23,6 +23,7 @@ from torch import nn
 from ..trace import HookPoint
 from .common import affine, masked_value
 from .positional import apply_rotary
+from .prepared import derived
 
 
 class KVCache:
@@ -110,24 +111,20 @@ class MultiHeadAttention(nn.Module):
         self.b_O = nn.Parameter(torch.zeros(d_model)) if bias else None
         for name in ("q", "k", "v", "q_rot", "k_rot", "scores", "scaled", "pattern", "z", "concat", "out"):
             setattr(self, name, HookPoint())
-        self._fused_cache: dict[str, tuple] = {}
 
     # ---- projections ----
     def _fused(self, names: str) -> tuple[torch.Tensor, torch.Tensor | None]:
         """W and b of several projections side by side: (d_model, len(names)·H·d_k).
 
-        Rebuilt whenever autograd needs it; otherwise cached until a weight changes.
+        Built from the parameters at every call, except inside a `prepared(model)` scope
+        (generation, evaluation), where the copy is kept: a kept copy can never outlive an
+        update of the weights (nn/prepared.py, issue 27). Autograd always gets a fresh cat.
         """
         Ws = [getattr(self, f"W_{n}") for n in names]
         bs = [getattr(self, f"b_{n}") for n in names]
-        key = tuple((w._version, w.data_ptr()) for w in Ws + [b for b in bs if b is not None])
         if torch.is_grad_enabled() and Ws[0].requires_grad:
             return self._build_fused(Ws, bs)
-        hit = self._fused_cache.get(names)
-        if hit is None or hit[0] != key:
-            hit = (key, *self._build_fused(Ws, bs))
-            self._fused_cache[names] = hit
-        return hit[1], hit[2]
+        return derived(self, f"W_{names}", Ws + bs, lambda: self._build_fused(Ws, bs))
 
     def _build_fused(self, Ws, bs):
         H, dk = self.n_heads, self.d_k

@@ -38,9 +38,10 @@ def _onednn_ok(x2: torch.Tensor, W: torch.Tensor) -> bool:
     """Whether the oneDNN route may be considered for this product at all."""
     # autocast (bf16) keeps torch's own ops: they already dispatch bf16 GEMMs to oneDNN. Tiny
     # products stay on addmm, whose call costs less than oneDNN's (~15 µs) where that dominates.
-    # under torch.compile, Inductor picks its own GEMMs (it cannot lower this op from a view)
+    # under torch.compile, Inductor picks its own GEMMs (it cannot lower this op from a view);
+    # under torch.func transforms (grad, vmap) plain addmm, which they know how to differentiate
     return (routes.onednn_available() and x2.shape[0] * W.numel() >= 1 << 17
-            and not torch.compiler.is_compiling()
+            and not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active()
             and x2.device.type == "cpu" and x2.dtype == torch.float32
             and W.dtype == torch.float32 and not W.is_mkldnn and not torch.is_autocast_enabled("cpu"))
 

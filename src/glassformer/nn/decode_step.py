@@ -36,7 +36,9 @@ from torch import nn
 from .attention import KVCache
 from . import routes
 from .common import _onednn_ok, onednn_linear
+
 from .norms import LayerNorm
+from .prepared import derived, drop as drop_derived
 from .routes import shape_class
 
 # φ applied in place on the FFN buffer (no allocation); gated FFNs are not prepared. The bound
@@ -106,20 +108,16 @@ def last_level_cache_bytes() -> int:
 
 def _packed(owner: nn.Module, name: str, W: torch.Tensor, rows: int | None = None) -> torch.Tensor:
     """W (in, out) as a contiguous (out, in) copy — or, given `rows`, oneDNN's blocked layout of that
-    copy for products of that many rows — cached on `owner` until W changes.
-
-    The entry holds W itself, so "the same W" is identity plus its version counter (a parameter
-    updated in place); the fused W_QKV is an inference tensor without a counter, but the attention
-    module builds a new one whenever a projection changes (`_fused`)."""
-    cache = owner.__dict__.setdefault("_decode_packed", {})
-    version = None if W.is_inference() else W._version
-    key = (name, rows)
-    hit = cache.get(key)
-    if hit is None or hit[0] is not W or hit[1] != version:
+    copy for products of that many rows — kept on `owner` for the `prepared` scope of the generation
+    (nn/prepared.py): built again from W as it is now in the next one."""
+    def build():
         copy = W.detach().t().contiguous()
-        hit = (W, version, copy if rows is None else _REORDER(copy, rows))
-        cache[key] = hit
-    return hit[2]
+        return copy if rows is None else _REORDER(copy, rows)
+    return derived(owner, _packed_name(name, rows), [W], build)
+
+
+def _packed_name(name: str, rows: int | None) -> str:
+    return f"packed {name} {rows}"
 
 
 class _Gemm:
@@ -162,10 +160,9 @@ class _Gemm:
                 _TIMINGS[key] = best
         # keep only the winner's copy of W (measuring made one per copying route)
         rows = x2.shape[0] if self.route == "onednn_blocked" else None
-        keep = (self.name, rows) if self.route in _COPYING else None
-        kept = self.owner.__dict__.get("_decode_packed", {})
-        for key in [k for k in kept if k[0] == self.name and k != keep]:
-            del kept[key]
+        keep = _packed_name(self.name, rows) if self.route in _COPYING else None
+        mine = _packed_name(self.name, "")
+        drop_derived(self.owner, lambda n: not n.startswith(mine) or n == keep)
         if keep is None or (self.packed is not None and self.packed[0] != rows):
             self.packed = None
 

@@ -60,8 +60,10 @@ def reference_cross_entropy(logits: torch.Tensor, target: torch.Tensor, ignore_i
 
 def fused_applies(h: torch.Tensor, b: torch.Tensor | None, reduction: str) -> bool:
     """Whether the fused path computes what the reference path would for this input (it keeps a
-    bias b fixed: a trainable one takes the reference path)."""
+    bias b fixed: a trainable one takes the reference path). Under torch.func transforms (grad,
+    vmap) the reference path too: they cannot see through a Function that makes its own gradients."""
     return (reduction in ("sum", "mean") and h.dtype in (torch.float32, torch.float64)
+            and not torch._C._are_functorch_transforms_active()
             and not torch.is_autocast_enabled(h.device.type) and (b is None or not b.requires_grad))
 
 

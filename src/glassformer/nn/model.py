@@ -23,6 +23,7 @@ from .layers import DecoderLayer, EncoderLayer
 from .loss import fused_applies, linear_cross_entropy, reference_cross_entropy
 from .norms import LayerNorm, make_norm
 from .positional import ALiBi, LearnedPE, RelativePositionBias, RotaryEmbedding, SinusoidalPE
+from .prepared import derived
 
 
 class Encoder(nn.ModuleList):
@@ -54,7 +55,6 @@ class OutputHead(nn.Module):
         self.W_U = None if tied is not None else nn.Parameter(torch.randn(d_model, vocab) * d_model ** -0.5)
         self.register_buffer("b_U", torch.zeros(vocab) if bias else None)
         self.rescale = d_model ** -0.5 if rescale else None
-        self._streamed: tuple | None = None  # (W_E version key, contiguous W_Eᵀ) for decode_step
 
     def streamed_W_U(self) -> torch.Tensor:
         """W_U as a contiguous (d_model, vocab) matrix, for cached decoding (nn/decode_step.py).
@@ -62,15 +62,13 @@ class OutputHead(nn.Module):
         With tying, W_U is the transposed view of W_E; a matrix-vector product over that view reads
         memory in the wrong order and ran at ~60% of the streaming rate on the AVX2 machine of
         docs/benchmarks.md, the slowest GEMM of a step. The copy (vocab × d_model floats) is kept
-        until W_E changes (its version counter or storage), so it costs memory, not time per call.
+        for a `prepared(model)` scope (one generation, nn/prepared.py), so it costs memory, not
+        time per step, and never outlives an update of W_E.
         """
         if not self._tied:
             return self.W_U
         W_E = self._tied[0].W_E
-        key = (W_E._version, W_E.data_ptr(), W_E.shape)
-        if self._streamed is None or self._streamed[0] != key:
-            self._streamed = (key, W_E.detach().t().contiguous())
-        return self._streamed[1]
+        return derived(self, "W_U", [W_E], lambda: W_E.detach().t().contiguous())
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if self.rescale is not None:

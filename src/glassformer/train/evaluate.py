@@ -21,6 +21,7 @@ import torch
 
 from ..errors import InputError
 from ..limits import check_tokens
+from ..nn.prepared import prepared
 from ..tokenize import pad_batch
 from . import error_rates
 from .batching import collate_lm, collate_seq2seq
@@ -139,6 +140,11 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
     examples = data.encoded[split][:limit] if limit else data.encoded[split]
     if not examples:
         raise InputError(f"the {split} split of task {data.task} is empty; give more data")
+    with prepared(model):  # the weights are fixed while scored: derived copies built once (nn/prepared.py)
+        return _evaluate(model, data, split, examples, with_bleu, device, beam_size)
+
+
+def _evaluate(model, data, split, examples, with_bleu, device, beam_size) -> dict[str, Any]:
     loss = mean_loss(model, examples, device=device)
     metrics: dict[str, Any] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "n": len(examples)}
     if data.kind == "seq2seq":
