@@ -163,6 +163,10 @@ def print_summary(result) -> None:
     t = result.test
     line = f"stopped after {result.step} steps ({result.stop_reason}, {result.elapsed_s:.0f} s)"
     typer.echo(line)
+    r = result.reloaded
+    if r and r.get("equal_to_logged"):  # a mismatch was printed as a warning already
+        typer.echo(f"best/ read back from disk scores what was logged for it: valid loss {r['loss']:.4f}"
+                   + (f", exact match {100 * r['exact_match']:.1f}%" if "exact_match" in r else ""))
     if t:
         parts = [f"test loss {t['loss']:.4f}", f"perplexity {t['ppl']:.2f}"]
         if "exact_match" in t:

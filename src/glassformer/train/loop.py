@@ -66,6 +66,7 @@ class TrainResult:
     elapsed_s: float
     best: dict[str, Any] = field(default_factory=dict)  # held-out metrics of the best model
     test: dict[str, Any] = field(default_factory=dict)  # test-split metrics of the best model
+    reloaded: dict[str, Any] = field(default_factory=dict)  # best/ read back and scored again (valid)
 
 
 # ---- reproducibility ----
@@ -324,11 +325,12 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
 
 
 def _finish(cfg, data, run_dir, step, stop_reason, elapsed, best_metrics, log, rt) -> TrainResult:
-    """Score the best model on the test split, draw the loss curve."""
+    """Check `best/` on reload, score it on the test split, draw the loss curve."""
     result = TrainResult(run_dir, step, stop_reason, elapsed, best_metrics)
     if not rt.is_main:
         return result
     best = ckpt.load_checkpoint(run_dir, device=rt.device)
+    result.reloaded = _check_reloaded(cfg, data, best, best_metrics, log, rt)
     if data.encoded.get("test"):
         result.test = evaluate(best.model, data, "test", with_bleu=data.kind == "seq2seq", device=rt.device)
         log.write({"step": step, "split": "test", **_public(result.test)})
@@ -338,6 +340,29 @@ def _finish(cfg, data, run_dir, step, stop_reason, elapsed, best_metrics, log, r
     except Exception as e:  # a missing font or backend must not lose a finished run
         print(f"warning: could not draw the loss curve ({e})")
     return result
+
+
+def _check_reloaded(cfg, data, best, best_metrics: dict, log: MetricsLog, rt) -> dict:
+    """`best/` read back from disk and scored again on the held-out split: the score that chose
+    it must come back (issue 27: a stale copy of the weights once made the logged scores those of
+    an old model, so `best/` was not the best). Logged as split "valid-reloaded"; a mismatch is
+    printed, never hidden."""
+    again = _public(evaluate(best.model, data, "valid", limit=cfg.eval_size, device=rt.device))
+    same = _same_score(best_metrics, again)
+    log.write({"step": best.meta.get("step"), "split": "valid-reloaded", **again, "equal_to_logged": same})
+    if not same:
+        print(f"warning: {best.path} scored {_eval_line(best.meta.get('step', 0), again, False).strip()} when "
+              f"reloaded, but the run logged loss {best_metrics.get('loss')}, exact match "
+              f"{best_metrics.get('exact_match')} for it; please report this")
+    return {**again, "equal_to_logged": same}
+
+
+def _same_score(logged: dict, again: dict) -> bool:
+    """The same weights on the same examples: exact match identical, loss to float32 rounding."""
+    if not logged:
+        return False
+    loss_ok = abs(logged["loss"] - again["loss"]) <= 1e-6 * max(1.0, abs(logged["loss"]))
+    return loss_ok and logged.get("exact_match") == again.get("exact_match")
 
 
 def _public(metrics: dict) -> dict:
