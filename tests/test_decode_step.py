@@ -14,6 +14,7 @@ from glassformer.interop import from_hf
 from glassformer.nn import build_model
 from glassformer.nn import decode_step, routes
 from glassformer.nn.decode_step import DecodeStep, supports
+from glassformer.nn.prepared import prepared
 from glassformer.nn.routes import TABLE
 from glassformer.trace import hooks
 
@@ -129,8 +130,9 @@ def test_python_work_per_step_does_not_grow_with_the_cache():
 
 @pytest.mark.parametrize("route", ["blas", "onednn_packed", "onednn_blocked"])
 def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
-    """The copies the step keeps (the contiguous tied W_U, a packed W) are rebuilt when a weight
-    changes in place, as an optimizer step does: the next generation matches HF again."""
+    """The copies the step keeps inside one `prepared` scope (the contiguous tied W_U, a packed W)
+    are rebuilt when a weight changes in place there (a new version of the same storage): the next
+    step matches HF again. (Across scopes nothing is kept: tests/test_prepared_weights.py.)"""
     monkeypatch.setattr(decode_step, "FORCE", route)
     decode_step._TABLE.clear()
     ours, hf = gpt2_pair(width=384, heads=6, layers=1)  # wide enough for the oneDNN routes
@@ -142,17 +144,18 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
             ours(ids[:, :-1], cache=cache)
             return DecodeStep(ours)(ids[:, -1], cache)
 
-    step_logits()  # builds and caches the copies
-    with torch.no_grad():  # in place, like optimizer.step(): same storage, a new version
-        for mine, theirs in ((ours.embed.W_E, hf.transformer.wte.weight),
-                             (ours.dec[0].ffn.W_2, hf.transformer.h[0].mlp.c_proj.weight)):
-            bump = torch.randn_like(mine) * 0.5
-            mine.add_(bump)
-            theirs.add_(bump)
-        ref = hf(ids).logits[:, -1]
-    got = step_logits()
-    assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
-    kept = ours.dec[0].ffn.__dict__.get("_decode_packed", {})
-    if route == "onednn_blocked" and decode_step._REORDER is not None and routes.onednn_available():
-        assert [w.is_mkldnn for w in (entry[2] for entry in kept.values())] == [True, True]  # W_1, W_2
-    assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())
+    with prepared(ours):
+        step_logits()  # builds and keeps the copies
+        with torch.no_grad():  # in place under no_grad: same storage, a new version
+            for mine, theirs in ((ours.embed.W_E, hf.transformer.wte.weight),
+                                 (ours.dec[0].ffn.W_2, hf.transformer.h[0].mlp.c_proj.weight)):
+                bump = torch.randn_like(mine) * 0.5
+                mine.add_(bump)
+                theirs.add_(bump)
+            ref = hf(ids).logits[:, -1]
+        got = step_logits()
+        assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+        kept = ours.dec[0].ffn.__dict__["_prepared_store"]
+        if route == "onednn_blocked" and decode_step._REORDER is not None and routes.onednn_available():
+            assert [value.is_mkldnn for _, value in kept.values()] == [True, True]  # W_1, W_2
+        assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())

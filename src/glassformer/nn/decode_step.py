@@ -6,9 +6,10 @@ weights (`bench/harness.weight_stream`). The module path computes the same step 
 calls, hook points and checks per token: Python work that costs as much as a layer's GEMMs on a
 small model. `DecodeStep` does the same arithmetic with none of it:
 
-- weights prepared once per generation: the fused W_QKV (d_model, 3·H·d_k) that the module path
-  caches, and the seed's W_O, W_1, W_2, W_U as stored — (in, out) row-major, the layout the BLAS
-  matrix-vector product streams; a tied W_U = W_Eᵀ is copied into that layout once
+- weights prepared once per generation, inside its `prepared` scope (nn/prepared.py: no copy
+  outlives the generation, so none can be older than the weights): the fused W_QKV (d_model, 3·H·d_k)
+  that the module path uses, and the seed's W_O, W_1, W_2, W_U as stored — (in, out) row-major,
+  the layout the BLAS matrix-vector product streams; a tied W_U = W_Eᵀ is copied into that layout once
   (`OutputHead.streamed_W_U`), since the transposed view streams at ~60% of the rate;
 - per layer ONE fused QKV GEMM (K and V written straight into the cache, no copy of Q) and ONE FFN
   pass (W_1, φ in place, W_2), into buffers allocated once per batch size: on the BLAS route the
@@ -36,7 +37,6 @@ from torch import nn
 from .attention import KVCache
 from . import routes
 from .common import _onednn_ok, onednn_linear
-
 from .norms import LayerNorm
 from .prepared import derived, drop as drop_derived
 from .routes import shape_class
@@ -72,7 +72,7 @@ def supports(model: nn.Module, cache: KVCache | None) -> bool:
 # and the BLAS: on the AVX2 EPYC of docs/benchmarks.md the tall W_2 (4·d_model → d_model) read in
 # (in, out) order ran ~35% slower than oneDNN over its (out, in) copy, while W_1 was the reverse.
 # So each shape class is measured once per process, like nn/routes.py, and the copy is made and
-# kept (cached on the module, rebuilt when the weight changes) only where it won.
+# kept (on the module, for the generation's `prepared` scope) only where it won.
 #
 # `onednn_blocked` goes one step further: oneDNN reorders W once into its own blocked layout for the
 # step's batch size (`mkldnn._reorder_linear_weight`, the prepacking that weight freezing does), so
