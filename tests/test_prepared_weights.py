@@ -30,6 +30,13 @@ ARCHS = {
     "decoder-rope": dict(arch="decoder", pe="rope"),
     "encoder-decoder": dict(arch="encoder-decoder"),
     "encoder-decoder-relative": dict(arch="encoder-decoder", pe="relative"),
+    # the shapes of the families from_hf reads (interop/): BERT, LLaMA, Marian, T5
+    "bert-like": dict(arch="encoder", pe="learned", embed_norm=True, activation="gelu", n_segments=2),
+    "llama-like": dict(arch="decoder", pe="rope", norm="rmsnorm", norm_position="pre", activation="swiglu",
+                       attn_bias=False, ffn_bias=False, tie_embeddings=False),
+    "marian-like": dict(arch="encoder-decoder", pe="sinusoidal_half", embed_scale=True, head_bias=True),
+    "t5-like": dict(arch="encoder-decoder", pe="relative", norm="rmsnorm", norm_position="pre", scale_scores=False,
+                    attn_bias=False, ffn_bias=False, activation="gelu", tied_head_rescale=True),
 }
 
 

@@ -351,9 +351,10 @@ def _check_reloaded(cfg, data, best, best_metrics: dict, log: MetricsLog, rt) ->
     same = _same_score(best_metrics, again)
     log.write({"step": best.meta.get("step"), "split": "valid-reloaded", **again, "equal_to_logged": same})
     if not same:
-        print(f"warning: {best.path} scored {_eval_line(best.meta.get('step', 0), again, False).strip()} when "
-              f"reloaded, but the run logged loss {best_metrics.get('loss')}, exact match "
-              f"{best_metrics.get('exact_match')} for it; please report this")
+        print(f"warning: {best.path} read back from disk scores valid loss {again['loss']:.6f}, exact match "
+              f"{again.get('exact_match')}; the run logged loss {best_metrics.get('loss', float('nan')):.6f}, exact "
+              f"match {best_metrics.get('exact_match')} for it (a resumed run may differ by float rounding; "
+              "more means the logged scores were not those of the saved weights: please report it)")
     return {**again, "equal_to_logged": same}
 
 
