@@ -245,8 +245,15 @@ def test_bad_options_are_one_line():
         dec.generate(ids, max_new_tokens=0)
     with pytest.raises(InputError, match=r"top_p=1.5 must be in \(0, 1\]"):
         dec.generate(ids, strategy="sample", top_p=1.5)
-    with pytest.raises(InputError, match="temperature=0 must be > 0"):
-        dec.generate(ids, strategy="sample", temperature=0)
+    for bad in (0, -1.0, float("nan"), float("inf"), True, "1"):  # every kind of bad number, not one
+        with pytest.raises(InputError, match=r"temperature=.* must be a finite number > 0"):
+            dec.generate(ids, strategy="sample", temperature=bad)
+    for bad in (float("nan"), float("inf"), -float("inf"), None):
+        with pytest.raises(InputError, match=r"length_penalty=.* must be a finite number"):
+            dec.generate(ids, strategy="beam", length_penalty=bad)
+    for bad in (float("nan"), 0, -0.5, 1.01, "0.9", True):
+        with pytest.raises(InputError, match=r"top_p=.* must be in \(0, 1\]"):
+            dec.generate(ids, strategy="sample", top_p=bad)
     with pytest.raises(InputError, match="return_cross_attention needs an encoder-decoder model"):
         dec.generate(ids, return_cross_attention=True)
     with pytest.raises(InputError, match=r"token id 40 in ids is outside the vocabulary \[0, 17\)"):

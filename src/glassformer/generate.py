@@ -16,6 +16,8 @@ test suite checks both agree for every positional encoding.
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from .errors import InputError
@@ -131,14 +133,14 @@ def _check_options(strategy, max_new_tokens, beam_size, temperature, top_k, top_
         raise InputError(f"max_new_tokens={max_new_tokens!r} must be a positive integer")
     if isinstance(beam_size, bool) or not isinstance(beam_size, int) or beam_size < 1:
         raise InputError(f"beam_size={beam_size!r} must be a positive integer")
-    if not isinstance(temperature, (int, float)) or temperature <= 0:
-        raise InputError(f"temperature={temperature!r} must be > 0 (strategy='greedy' takes the argmax)")
+    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 < temperature < math.inf:
+        raise InputError(f"temperature={temperature!r} must be a finite number > 0 (strategy='greedy' takes the argmax)")
     if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1):
         raise InputError(f"top_k={top_k!r} must be a positive integer or None")
-    if top_p is not None and not (isinstance(top_p, (int, float)) and 0 < top_p <= 1):
+    if top_p is not None and (isinstance(top_p, bool) or not (isinstance(top_p, (int, float)) and 0 < top_p <= 1)):
         raise InputError(f"top_p={top_p!r} must be in (0, 1] or None")
-    if not isinstance(length_penalty, (int, float)):
-        raise InputError(f"length_penalty={length_penalty!r} must be a number (0 = no length penalty)")
+    if isinstance(length_penalty, bool) or not isinstance(length_penalty, (int, float)) or not math.isfinite(length_penalty):
+        raise InputError(f"length_penalty={length_penalty!r} must be a finite number (0 = no length penalty)")
 
 
 def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", beam_size: int = 4,
