@@ -1,7 +1,8 @@
-"""`glassformer case-study`: train the zh-en translator (or use --ckpt) and write docs/case-study.md.
+"""`glassformer case-study`: train the zh-en translator (or use --ckpt) and write the report.
 
     glassformer case-study                          # trains runs/case-study (stops at 100% valid exact match)
     glassformer case-study --ckpt runs/zh-en        # analyse a translator you already have
+    glassformer case-study --out docs/case-study.md --figures docs/figures/case-study   # the published page
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ def register(app: typer.Typer) -> None:
     def case_study(
         ckpt: Optional[str] = typer.Option(None, help="a trained zh-en run folder (default: train one)"),
         run: Path = typer.Option(Path("runs/case-study"), help="where to train when --ckpt is not given"),
-        out: Path = typer.Option(Path("docs/case-study.md"), help="the report"),
-        figures: Path = typer.Option(Path("docs/figures/case-study"), help="folder for its figures"),
+        # under runs/ by default: run in a clone, the command must not rewrite the committed docs/
+        out: Path = typer.Option(Path("runs/case-study-report/case-study.md"),
+                                 help="the report (docs/case-study.md is written with --out docs/case-study.md)"),
+        figures: Path = typer.Option(Path("runs/case-study-report/figures"), help="folder for its figures"),
         json_path: Optional[Path] = typer.Option(None, "--json", help="also write the headline numbers here"),
     ) -> None:
         """How the zh-en translator turns 猫 into "cat" and keeps 狗 追 猫 apart from 猫 追 狗, by patching."""
@@ -39,6 +42,8 @@ def register(app: typer.Typer) -> None:
             from ..errors import InputError
             raise InputError(f"{ckpt} was trained on task {ck.meta.get('task')!r}; the case study needs a zh-en translator")
         cmd = "glassformer case-study" + (f" --ckpt {ckpt}" if note.startswith("on") else "")
+        if out != Path("runs/case-study-report/case-study.md"):  # the Reproduce line writes where this did
+            cmd += f" --out {out.as_posix()} --figures {figures.as_posix()}"
         result = write(ck.model.eval(), ck.src_tokenizer, ck.tgt_tokenizer, out, figures, cmd, note)
         enc, cross = result["identity"]["encoder"], result["identity"]["cross"]
         typer.echo(f"猫 → cat: {enc[0]} at {enc[1]} restores {enc[2]:.2f}; top cross head {cross[0]} {cross[1]} {cross[2]:.2f}")

@@ -65,8 +65,9 @@ def register(app: typer.Typer) -> None:
     @app.command("head-roles")
     def head_roles(
         model: str = typer.Option("minilm", "--model", help="minilm, a checkpoint dir, or a local HF folder."),
-        report: Path = typer.Option(Path("docs/head_roles.md"), help="Markdown report to write."),
-        figures: Path = typer.Option(Path("docs/figures"), help="Folder for the report's figures."),
+        # under runs/ by default, never the committed docs/ (docs/head_roles.md says its own flags)
+        report: Path = typer.Option(Path("runs/head-roles/head_roles.md"), help="Markdown report to write."),
+        figures: Path = typer.Option(Path("runs/head-roles/figures"), help="Folder for the report's figures."),
         sentences: Optional[Path] = typer.Option(None, help="One sentence a line (default: the bundled set)."),
         method: str = typer.Option("pca", help="Projection of head outputs: pca or tsne."),
         neuron_layer: Optional[int] = typer.Option(None, help="Layer whose FFN neurons to describe (default: middle)."),
