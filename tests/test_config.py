@@ -80,3 +80,17 @@ def test_bad_n_segments_is_one_line_with_the_value_shown(value):
     with pytest.raises(ConfigError) as e:
         ModelConfig(arch="encoder", vocab_size=11, d_model=8, n_heads=2, n_segments=value)
     assert "\n" not in str(e.value) and f"n_segments={value!r} must be a whole number >= 0" in str(e.value)
+
+
+@pytest.mark.parametrize("fields, words", [
+    (dict(task="zh-en", data="mine.tsv"), "task='zh-en' trains on its own built-in data and does not read data='mine.tsv'"),
+    (dict(task="copy", data="mine.tsv"), "task='copy' trains on its own built-in data"),
+    (dict(task="lm", data="a.txt", stop_at=0.9), "stop_at=0.9 stops at an exact match, which a language model"),
+    (dict(task="lm", data="a.txt", monitor="exact_match"), "monitor='exact_match' needs a translation task"),
+])
+def test_a_training_setting_the_task_does_not_use_is_refused(fields, words):
+    """Every setting is honoured or refused (issue 31 §2): --data on a built-in task was ignored."""
+    from glassformer.train import TrainConfig
+    with pytest.raises(ConfigError) as e:
+        TrainConfig(**fields)
+    assert words in str(e.value) and "\n" not in str(e.value)

@@ -62,6 +62,11 @@ def register(app: typer.Typer) -> None:
 
         if runs.exists() and not runs.is_dir():
             raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
+        if not runs.exists() and runs != Path("runs"):  # a folder asked for by name must be there
+            raise InputError(f"--runs {runs} does not exist; give the folder that holds run folders (e.g. runs)")
+        if not runs.exists():
+            typer.echo(f"note: no {runs}/ folder here yet, so the page offers the bundled models only; "
+                       "train one with: glassformer train --out runs/NAME", err=True)
         remote = host not in LOOPBACK_ADDRESSES
         if remote and not allow_remote:
             raise InputError(f"--host {host} would let other machines reach the explorer; add --allow-remote "

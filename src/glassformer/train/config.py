@@ -118,6 +118,16 @@ class TrainConfig(StrictConfig):
                f"stop_at={self.stop_at!r} must be an exact-match fraction in (0, 1]")
         _check(isinstance(self.device, str) and (self.device in ("cpu", "cuda") or self.device.startswith("cuda:")),
                f"device={self.device!r} must be cpu, cuda or cuda:N")
+        # every setting is used by the task or refused: a flag the task ignores would train something
+        # other than what was asked, silently
+        _check(self.data is None or self.task in ("tsv", "lm"),
+               f"task={self.task!r} trains on its own built-in data and does not read data={self.data!r}; "
+               "use task 'tsv' for a file of pairs or 'lm' for a text")
+        if self.is_lm:
+            _check(self.monitor != "exact_match", "monitor='exact_match' needs a translation task; a language "
+                   "model is scored by its loss (monitor='loss')")
+            _check(self.stop_at is None, f"stop_at={self.stop_at!r} stops at an exact match, which a language "
+                   "model does not have; use max_steps or max_minutes")
 
     @property
     def is_lm(self) -> bool:
