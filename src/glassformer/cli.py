@@ -46,6 +46,18 @@ def _register_commands() -> None:
 _register_commands()
 
 
+def _check_every_argument() -> None:
+    """Every command's arguments through one set of checks (commands/_arguments.py)."""
+    from .commands._arguments import checked
+    for info in app.registered_commands:
+        if not getattr(info.callback, "_arguments_checked", False):
+            info.callback = checked(info.callback)
+            info.callback._arguments_checked = True
+
+
+_check_every_argument()
+
+
 def fail(message: str, code: int = 2) -> None:
     """Print one line to stderr and exit: the way every user mistake ends."""
     typer.echo(f"error: {message}", err=True)

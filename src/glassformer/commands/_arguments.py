@@ -1,0 +1,91 @@
+"""One set of checks for every argument of every command (issue 31: fix classes, not cases).
+
+Typer converts each value to its declared type; what it does not check is whether the library
+below can take it. Each command's callback is wrapped (`checked`) so that before it runs:
+
+- every integer fits the 64-bit integers torch and NumPy compute with;
+- a seed is one the generators take (NumPy's: 0 … 2³² − 1), whichever command reads it;
+- a thread count is one this machine can run (1 … its cores): 100,000 threads crashed the
+  process and kept other processes from starting threads while it ran;
+- every float is a finite number (NaN and infinities pass Typer's FLOAT);
+- every text is valid UTF-8: Python hands bytes it cannot decode to the program as lone
+  surrogates (PEP 383), which the tokenizers reject with a TypeError.
+
+A command registered later gets the same checks with nothing to add. Paths are left to the file
+readers (a file name need not be UTF-8 on Linux).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+import os
+from pathlib import PurePath
+from typing import Any, Callable
+
+import typer
+
+from ..errors import InputError
+
+INT64_MAX = 2 ** 63 - 1
+SEED_MAX = 2 ** 32 - 1  # numpy.random.seed's limit; torch.manual_seed takes more
+
+
+def _flag(name: str) -> str:
+    """How the user typed it: --seed for an option; SENTENCE for a positional argument."""
+    return name if name.isupper() else "--" + name.replace("_", "-")
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def _bad_text(text: str) -> int | None:
+    """Where a text holds what is not UTF-8 (a lone surrogate), or None."""
+    for i, ch in enumerate(text):
+        if 0xD800 <= ord(ch) <= 0xDFFF:
+            return i
+    return None
+
+
+def check_value(name: str, value: Any) -> None:
+    """Refuse `value` of argument `name` in one line when the library below cannot take it."""
+    if isinstance(value, (list, tuple)):
+        for v in value:
+            check_value(name, v)
+        return
+    if isinstance(value, bool) or value is None or isinstance(value, PurePath):
+        return
+    if isinstance(value, int):
+        if name.lower() == "seed" and not 0 <= value <= SEED_MAX:
+            raise InputError(f"{_flag(name)} {value} is out of range; a seed is an integer from 0 to {SEED_MAX}")
+        if name.lower() == "threads" and not 1 <= value <= _cores():
+            raise InputError(f"{_flag(name)} {value} is out of range; this machine runs 1 to {_cores()} threads")
+        if abs(value) > INT64_MAX:
+            raise InputError(f"{_flag(name)} {value} is out of range; give an integer below 2**63")
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InputError(f"{_flag(name)} {value} is not a finite number")
+    elif isinstance(value, str):
+        at = _bad_text(value)
+        if at is not None:
+            shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+            raise InputError(f"the text given for {_flag(name)} is not valid UTF-8 (an undecodable byte at "
+                             f"character {at + 1} of \"{shown}\"); give UTF-8 text")
+
+
+def checked(callback: Callable) -> Callable:
+    """`callback` with every argument checked first; its signature, as Typer reads it, unchanged."""
+    positional = {name for name, p in inspect.signature(callback).parameters.items()
+                  if isinstance(p.default, typer.models.ArgumentInfo)}
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        for name, value in kwargs.items():
+            check_value(name.upper() if name in positional else name, value)
+        return callback(*args, **kwargs)
+    return run
