@@ -69,7 +69,7 @@ def check_value(name: str, value: Any) -> None:
             raise InputError(f"{_flag(name)} {value} is out of range; give an integer below 2**63")
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise InputError(f"{_flag(name)} {value} is not a finite number")
+            raise InputError(f"{_flag(name)} {value} is not a finite number; give a finite value (see --help for its range)")
     elif isinstance(value, str):
         at = _bad_text(value)
         if at is not None:

@@ -64,9 +64,6 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
         if not runs.exists() and runs != Path("runs"):  # a folder asked for by name must be there
             raise InputError(f"--runs {runs} does not exist; give the folder that holds run folders (e.g. runs)")
-        if not runs.exists():
-            typer.echo(f"note: no {runs}/ folder here yet, so the page offers the bundled models only; "
-                       "train one with: glassformer train --out runs/NAME", err=True)
         remote = host not in LOOPBACK_ADDRESSES
         if remote and not allow_remote:
             raise InputError(f"--host {host} would let other machines reach the explorer; add --allow-remote "
@@ -79,6 +76,9 @@ def register(app: typer.Typer) -> None:
         sock = bind(host, port)
         if remote:
             typer.echo(f"warning: binding {host} exposes the explorer beyond this machine", err=True)
+        if not runs.exists():  # said once the server is about to start, after every refusal
+            typer.echo(f"note: no {runs}/ folder here yet, so the page offers the bundled models only; "
+                       "train one with: glassformer train --out runs/NAME", err=True)
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"glassformer explorer on http://{shown}:{port}/ (API schema at /openapi.json)")
         try:
