@@ -237,3 +237,23 @@ def test_sigterm_and_sigint_only_raise_the_flag_until_the_second():
             assert signal.getsignal(signum) == before[0 if signum == signal.SIGTERM else 1]  # a 2nd acts at once
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
     assert TrainingInterrupted("x", signal.SIGTERM).exit_code == 143
+
+
+def test_damaged_state_files_are_called_corrupt_not_malicious(tmp_path):
+    """Random bytes, a truncated pickle, an empty file, a zip header with garbage: each is refused as
+    corrupt in one line; only a pickle that names code is called an attempt to run code (issue 31)."""
+    import os
+    import pickle
+    import random
+    rng = random.Random(0)
+    folder = tmp_path / "state"
+    folder.mkdir()
+    good = pickle.dumps({"step": 3, "rng": list(range(50))}, protocol=2)
+    damaged = [b"", good[: len(good) // 2], b"PK\x03\x04" + os.urandom(500)]
+    damaged += [bytes(rng.getrandbits(8) for _ in range(2_000)) for _ in range(20)]
+    damaged += [b"\x80\x02" + bytes(rng.getrandbits(8) for _ in range(2_000)) for _ in range(20)]  # pickle-like
+    for data in damaged:
+        (folder / "train_state.pt").write_bytes(data)
+        with pytest.raises(InputError) as e:
+            read_state(folder)
+        assert "corrupt" in str(e.value) and "run code" not in str(e.value) and "\n" not in str(e.value)

@@ -128,7 +128,9 @@ def _read_legacy(path: Path) -> dict:
             state = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as e:  # weights_only refuses before running anything
         found = re.search(r"GLOBAL (\S+)", str(e))
-        wanted = found.group(1) if found else "an object that is not data"
+        if found is None:  # not a pickle that names code, just bytes that are no pickle: damage, not malice
+            raise InputError(f"{path} could not be read (not a pickled train state); the checkpoint is corrupt") from None
+        wanted = found.group(1)
         raise InputError(f"{path} was refused unread: it asks to run code ({wanted}); a train state holds only "
                          "tensors and numbers, so do not resume from a folder you cannot trust") from None
     except Exception as e:
