@@ -50,9 +50,7 @@ def _check_every_argument() -> None:
     """Every command's arguments through one set of checks (commands/_arguments.py)."""
     from .commands._arguments import checked
     for info in app.registered_commands:
-        if not getattr(info.callback, "_arguments_checked", False):
-            info.callback = checked(info.callback)
-            info.callback._arguments_checked = True
+        info.callback = checked(info.callback)
 
 
 _check_every_argument()

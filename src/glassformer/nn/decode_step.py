@@ -161,8 +161,8 @@ class _Gemm:
         # keep only the winner's copy of W (measuring made one per copying route)
         rows = x2.shape[0] if self.route == "onednn_blocked" else None
         keep = _packed_name(self.name, rows) if self.route in _COPYING else None
-        mine = _packed_name(self.name, "")
-        drop_derived(self.owner, lambda n: not n.startswith(mine) or n == keep)
+        made = {_packed_name(self.name, r) for r in (None, x2.shape[0])}  # onednn_packed's, onednn_blocked's
+        drop_derived(self.owner, made - {keep})
         if keep is None or (self.packed is not None and self.packed[0] != rows):
             self.packed = None
 

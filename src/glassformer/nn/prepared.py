@@ -94,12 +94,12 @@ def derived(owner: nn.Module, name: str, sources: Sequence[torch.Tensor | None],
     return hit[1]
 
 
-def drop(owner: nn.Module, keep: Callable[[str], bool]) -> None:
-    """Forget `owner`'s kept values whose name `keep` rejects (a decode GEMM keeps one route's copy)."""
+def drop(owner: nn.Module, names: set[str]) -> None:
+    """Forget `owner`'s kept values of these names (a decode GEMM keeps only its route's copy)."""
     store = owner.__dict__.get(_STORE)
     if store is not None:
-        for name in [n for n in store if not keep(n)]:
-            del store[name]
+        for name in names:
+            store.pop(name, None)
 
 
 def _forget_all(*_args, **_kwargs) -> None:
