@@ -2,7 +2,7 @@
 
 The cases are generated from the CLI's own option list, not from today's flags: for each command
 and each of its numeric or text parameters, the command line gets that parameter's bad values (an
-integer beyond 64 bits; a seed outside NumPy's 0 … 2³² − 1; more threads than cores; NaN and
+integer beyond 64 bits; a seed outside NumPy's 0 … 2³² − 1; more threads than cores; a beam of 0 or past 128; NaN and
 infinities; text holding a byte that is not UTF-8, as Python passes one on: a lone surrogate) and
 valid dummies for whatever else is required. Each must end with exit status 2 and one line that
 names the argument — no traceback, and nothing run. A new command is covered with nothing added.
@@ -18,7 +18,7 @@ import pytest
 import typer.main
 
 from glassformer.cli import app, main
-from glassformer.commands._arguments import _cores
+from glassformer.commands._arguments import BEAM_MAX, _cores
 
 GROUP = typer.main.get_command(app)
 DUMMY = {"integer": "1", "float": "1.0", "text": "x", "path": "x"}
@@ -40,6 +40,8 @@ def _bad_values(param) -> list[str]:
             bad += ["-1", str(2 ** 32)]
         if param.name == "threads":
             bad += ["0", str(_cores() + 1)]
+        if param.name in ("beam", "beam_size"):
+            bad += ["0", str(BEAM_MAX + 1), "100000"]
         return bad
     if kind == "float":
         return ["nan", "inf", "-inf"]

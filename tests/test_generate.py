@@ -205,6 +205,21 @@ def test_sampling_frequencies_follow_temperature_top_k_top_p():
     assert np.abs(freq(top_p=0.8) - want).max() < 0.01
 
 
+@pytest.mark.parametrize("temperature", [1e-300, 5e-324, 1e-45])
+@pytest.mark.parametrize("arch", ["decoder", "encoder-decoder"])
+def test_a_temperature_whose_quotient_overflows_samples_the_argmax(arch, temperature):
+    """logits / 1e-300 is ±inf in float32 and softmax(inf) is NaN (torch.multinomial then raised); the
+    limit of softmax(logits / T) as T -> 0 is all mass on the maximum: greedy's tokens, computed by the
+    argmax path, are the reference."""
+    model = _model(arch, eos_id=None)
+    prompt = torch.randint(3, 17, (3, 4))
+    greedy = model.generate(prompt, max_new_tokens=6)
+    sampled = model.generate(prompt, max_new_tokens=6, strategy="sample", temperature=temperature)
+    assert torch.equal(sampled, greedy)
+    row = torch.tensor([[3.0, 1.0, -2.0], [float("-inf"), 0.5, 0.25]])
+    assert torch.equal(sample_next(row, temperature=temperature), torch.tensor([0, 1]))
+
+
 def test_cross_attention_pattern_matches_a_traced_forward():
     model = _model("encoder-decoder", eos_id=None)
     src = torch.randint(3, 17, (2, 6))
@@ -261,3 +276,4 @@ def test_bad_options_are_one_line():
     from glassformer.generate import generate
     with pytest.raises(InputError, match="an encoder-only model cannot generate"):
         generate(build_model(ModelConfig(arch="encoder", vocab_size=9, d_model=8, n_heads=2, n_layers=1, d_ff=8)), ids)
+

@@ -186,16 +186,20 @@ def test_bad_lines_do_not_stop_the_others_and_order_is_kept(copy_run, tmp_path, 
             for n in torch.randint(1, 9, (40,), generator=rng)]
     lines = good[:10] + [""] + good[10:25] + ["7 Y 7"] + good[25:]
     path = tmp_path / "in.txt"
-    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8") + b"\xff\xfe bad\n" + b"5 5\n")
+    path.write_bytes(("\n".join(lines) + "\n").encode("utf-8") + b"5 5\n")
     code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(copy_run), "--input", str(path),
                          "--json", "--strict", "--quiet")
-    assert code == 0, err
+    assert code == 2, err  # two lines failed: the exit status says so, --json or not (issue 31 §4)
     recs = [json.loads(line) for line in out.splitlines()]
-    assert len(recs) == len(lines) + 2
+    assert len(recs) == len(lines) + 1
     assert [r["source"] for r in recs[:len(lines)]] == lines
     errors = [i for i, r in enumerate(recs) if "error" in r]
-    assert errors == [10, 26, len(lines)]  # the empty line, the unseen Y under --strict, the bad UTF-8
-    assert "empty" in recs[10]["error"] and "'Y'" in recs[26]["error"] and "UTF-8" in recs[-2]["error"]
+    assert errors == [10, 26]  # the empty line, the unseen Y under --strict
+    assert "empty" in recs[10]["error"] and "'Y'" in recs[26]["error"]
+    code, plain, err = run(monkeypatch, capsys, "translate", "--ckpt", str(copy_run), "--input", str(path),
+                           "--strict", "--quiet")
+    assert code == 2 and len(plain.splitlines()) == len(lines) + 1  # line N of the output is input line N
+    assert [ln.split(":")[1].strip() for ln in err.splitlines()] == ["line 11", "line 27"]
     # each translation is that sentence decoded alone (length-sorted batching changes nothing), up to
     # the length limit of 2 × the longest source in the batch + 10 (this 80-step model may not stop)
     ck = load_checkpoint(copy_run)
@@ -235,6 +239,31 @@ def test_eval_scores_a_source_with_several_references_once(copy_run, tmp_path, m
     # token error: 0 + 0 + twice the third source against its only (wrong) target, as jiwer counts it
     third = jiwer.wer(wrong, outputs[2]) * len(wrong.split())
     assert m["wer"] == pytest.approx(2 * third / (len(outputs[0].split()) + len(outputs[1].split()) + 12))
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"1 2\n" * 400 + b"\xff\xfe bad\n" + b"3 4\n", "in.txt line 401: not valid UTF-8 (byte 1 of the line)"),
+    ("1 2\n3 4\n".encode("utf-16"), "in.txt line 1: binary data (a NUL byte: not text, or UTF-16)"),
+    (bytes(range(256)) * 4, "in.txt line 1: binary data"),
+    (None, "in.txt is a folder; expected a file with one sentence per line, UTF-8"),
+    ("missing", "in.txt: no such file; expected one sentence per line, UTF-8"),
+])
+def test_translate_refuses_what_train_and_eval_refuse(copy_run, tmp_path, monkeypatch, capsys, content, message):
+    """One reader for every input file (data.files.text_lines): a file that is not UTF-8 text is refused
+    in one line before anything is translated — nothing on stdout — and `train --data` says the same."""
+    path = tmp_path / "in.txt"
+    if content is None:
+        path.mkdir()
+    elif content != "missing":
+        path.write_bytes(content)
+    for json_flag in ([], ["--json"]):
+        code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(copy_run), "--input", str(path),
+                             "--quiet", *json_flag)
+        assert code == 2 and out == "" and len(err.strip().splitlines()) == 1, err
+        assert message in err, err
+    code, out, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(path), "--out",
+                         str(tmp_path / "lm"), "--max-steps", "1", "--quiet")
+    assert code == 2 and message.split(";")[0].replace("one sentence per line, UTF-8", "") in err, err
 
 
 def test_stdin_streams_in_order(copy_run, monkeypatch, capsys):

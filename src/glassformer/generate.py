@@ -96,10 +96,23 @@ def top_k_filter(logits: torch.Tensor, top_k: int) -> torch.Tensor:
     return logits.masked_fill(logits < kth, float("-inf"))
 
 
+def tempered(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """logits / temperature in float32. A temperature so small that the quotient overflows (1e-300)
+    would give softmax inf/inf = NaN; then the logits are first shifted to a row maximum of 0, which
+    softmax does not see, and divided in float64 (where 1e-300 is not 0, and 0 / T stays 0), so the
+    distribution is the same (all mass on the maximum) and finite."""
+    logits = logits.float()
+    scaled = logits / temperature
+    if not bool(torch.isfinite(scaled.amax(dim=-1)).all()):
+        wide = logits.double()
+        scaled = ((wide - wide.amax(dim=-1, keepdim=True)) / temperature).float()
+    return scaled
+
+
 def sample_next(logits: torch.Tensor, temperature: float = 1.0, top_k: int | None = None,
                 top_p: float | None = None, generator: torch.Generator | None = None) -> torch.Tensor:
     """One token per row drawn from softmax(logits / temperature), after top-k and top-p filtering."""
-    logits = logits.float() / temperature
+    logits = tempered(logits, temperature)
     if top_k is not None:
         logits = top_k_filter(logits, top_k)
     if top_p is not None and top_p < 1.0:

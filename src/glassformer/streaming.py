@@ -3,15 +3,14 @@
 Lines come from arguments, a file or stdin and are read a chunk at a time, so a file larger
 than memory works. Inside a chunk the sources are sorted by length and decoded in batches
 (`translate_ids`: little padding, the same greedy or beam result as one at a time), then put
-back in input order. A bad line (empty, not UTF-8, a piece unseen in training under
-`--strict`) becomes a `{"source", "error"}` record and the other lines go on; if a whole batch
+back in input order. A file that is not UTF-8 text is refused whole, as `train` and `eval` refuse
+it. A bad line (empty, a piece unseen in training under `--strict`, too many tokens) becomes a
+`{"source", "error"}` record and the other lines go on; if a whole batch
 fails to decode, its lines are retried one by one so that only the bad one is lost.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Iterable, Iterator
 
 from .errors import GlassformerError, InputError
@@ -21,25 +20,16 @@ from .unknown import UnknownPolicy
 CHUNK = 1024  # lines read, sorted and decoded together
 
 
+SENTENCES = "one sentence per line, UTF-8"
+
+
 def read_lines(path: str) -> Iterator[tuple[str, str | None]]:
-    """(text, error) per line of a file, or of stdin for '-'; an undecodable line carries its error."""
-    if path == "-":
-        stream = sys.stdin.buffer
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise InputError(f"--input {path}: no such file; give a text file with one sentence per line, or -"
-                             " for stdin")
-        stream = p.open("rb")
-    try:
-        for number, raw in enumerate(stream, start=1):
-            try:
-                yield raw.decode("utf-8").rstrip("\r\n"), None
-            except UnicodeDecodeError:
-                yield raw.decode("utf-8", "replace").rstrip("\r\n"), f"line {number} is not valid UTF-8"
-    finally:
-        if stream is not sys.stdin.buffer:
-            stream.close()
+    """(text, None) per line of a file, or of stdin for '-', read by the reader `train` and `eval` use
+    (`data.files.text_lines`): a file that is not UTF-8 text (binary, UTF-16, a bad byte), a folder or
+    a missing file is refused in its one line before anything is translated; on stdin, at the bad line."""
+    from .data.files import check_text_file, text_lines
+    check_text_file(path, SENTENCES)
+    return ((text, None) for _number, text in text_lines(path, SENTENCES))
 
 
 def _encode(policy: UnknownPolicy, text: str, error: str | None) -> list[int]:

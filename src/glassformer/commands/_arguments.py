@@ -5,6 +5,9 @@ below can take it. Each command's callback is wrapped (`checked`) so that before
 
 - every integer fits the 64-bit integers torch and NumPy compute with;
 - a seed is one the generators take (NumPy's: 0 … 2³² − 1), whichever command reads it;
+- a beam is 1 … 128 wide: each step scores beam × vocabulary candidates, and `translate --beam
+  100000` ran for minutes with no word (the server's cap is 8; the library takes any width: a
+  beam of V² over two steps is an exhaustive search, which the tests use);
 - a thread count is one this machine can run (1 … its cores): 100,000 threads crashed the
   process and kept other processes from starting threads while it ran;
 - every float is a finite number (NaN and infinities pass Typer's FLOAT);
@@ -30,6 +33,7 @@ from ..errors import InputError
 
 INT64_MAX = 2 ** 63 - 1
 SEED_MAX = 2 ** 32 - 1  # numpy.random.seed's limit; torch.manual_seed takes more
+BEAM_MAX = 128  # beam search papers stop well below: past ~10 beams translation quality falls (Koehn & Knowles 2017)
 
 
 def _flag(name: str) -> str:
@@ -63,6 +67,8 @@ def check_value(name: str, value: Any) -> None:
     if isinstance(value, int):
         if name.lower() == "seed" and not 0 <= value <= SEED_MAX:
             raise InputError(f"{_flag(name)} {value} is out of range; a seed is an integer from 0 to {SEED_MAX}")
+        if name.lower() in ("beam", "beam_size") and not 1 <= value <= BEAM_MAX:
+            raise InputError(f"{_flag(name)} {value} is out of range; a beam is 1 (greedy) to {BEAM_MAX} wide")
         if name.lower() == "threads" and not 1 <= value <= _cores():
             raise InputError(f"{_flag(name)} {value} is out of range; this machine runs 1 to {_cores()} threads")
         if abs(value) > INT64_MAX:

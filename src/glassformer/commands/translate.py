@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
             for number, rec in enumerate(translate_lines(ck.model, policy, ck.tgt_tokenizer, lines, beam, device,
                                                          advance), start=1):
                 if json_out:
+                    failed += "error" in rec  # the exit status says the same whatever the output format
                     typer.echo(json.dumps(rec, ensure_ascii=False))
                 elif "error" in rec:
                     failed += 1

@@ -61,7 +61,7 @@ class GenerateRequest(InterveneRequest):
     top_k: int = Field(default=5, ge=1, le=50, description="Next-token probabilities shown per step.")
     beam_size: int = Field(default=3, ge=1, le=8)
     length_penalty: float = Field(default=1.0, ge=0.0, le=5.0)
-    seed: int = Field(default=0, ge=0, description="Seed of the sampler.")
+    seed: int = Field(default=0, ge=0, le=2**32 - 1, description="Seed of the sampler (0..2^32-1, as the CLI's).")
     stream: bool = Field(default=False, description="Answer one JSON line per step as it is decoded "
                                                     "(application/x-ndjson): start, step…, done.")
 

@@ -5,6 +5,9 @@
 - Body limit on the bytes read. A Content-Length above the limit is refused at once; a chunked
   body (no Content-Length) is counted as it streams in and refused as soon as it passes the
   limit — it is never read or parsed whole. The body read is then replayed to the app.
+- Text check. JSON can carry a lone UTF-16 surrogate (`"\ud800"`), which is no character: it cannot be
+  encoded, tokenized or sent back. Any string of a JSON body — value or key, at any depth, of any
+  endpoint, present or future — holding one is a 422 that says where, before a route sees it.
 - Host check. A browser on a page from another site can be pointed at 127.0.0.1 through a DNS
   name it controls (DNS rebinding); such a request carries that name in its Host header, so
   anything but a loopback name (or one the user allowed with `serve --allowed-host`) is a 400.
@@ -37,6 +40,35 @@ def scrub_paths(message: str, *folders: str | Path) -> str:
     return message
 
 
+def lone_surrogate(value, where: str = "body") -> str | None:
+    """Where in a parsed JSON value a string holds a lone surrogate (`body.heads[0][0]`), or None."""
+    stack = [(value, where)]
+    while stack:  # iterative: a body nested 8,000 deep must not exhaust Python's stack
+        v, at = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return at
+        elif isinstance(v, list):
+            stack.extend((x, f"{at}[{i}]") for i, x in enumerate(v))
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                key = lone_surrogate(k, f"{at} key")
+                if key:
+                    return key
+                stack.append((x, f"{at}.{k}"))
+    return None
+
+
+def _json_surrogate(body: bytes) -> str | None:
+    try:
+        parsed = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON: the route's own parser answers it
+        return None
+    return lone_surrogate(parsed)
+
+
 async def _reply(send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
     await send({"type": "http.response.start", "status": status,
@@ -46,7 +78,7 @@ async def _reply(send, status: int, detail: str) -> None:
 
 
 class RequestGuard:
-    """ASGI middleware: refuse oversized bodies (counted) and foreign Host headers."""
+    """ASGI middleware: refuse oversized bodies (counted), lone surrogates and foreign Host headers."""
 
     def __init__(self, app, max_body: int, allowed_hosts: tuple[str, ...] | None = LOOPBACK_NAMES):
         self.app, self.max_body = app, max_body
@@ -76,6 +108,11 @@ class RequestGuard:
                 return await _reply(send, 413, f"request body passed {self.max_body} bytes (the limit) "
                                                "while being read")
             more = message.get("more_body", False)
+        if b"\\u" in body:  # FastAPI reads a body with no content type as JSON too
+            where = _json_surrogate(body)
+            if where:
+                return await _reply(send, 422, f"{where} holds a lone surrogate (a \\uD800-\\uDFFF escape "
+                                               "with no partner), which is not a character; send valid Unicode text")
         replayed = False
 
         async def replay():

@@ -22,7 +22,7 @@ from typing import Iterator
 import torch
 
 from ..errors import InputError
-from ..generate import sample_next
+from ..generate import sample_next, tempered
 from .interventions import run_patched
 from .subjects import Prepared
 
@@ -74,7 +74,7 @@ def iter_steps(p: Prepared, strategy: str, max_new_tokens: int, temperature: flo
     seq = list(prefix)
     for _ in range(max_new_tokens):
         logits, attention = _step(p, seq, hook, fns)
-        probs = torch.softmax(logits / (temperature if strategy == "sample" else 1.0), dim=-1)
+        probs = torch.softmax(tempered(logits, temperature if strategy == "sample" else 1.0), dim=-1)
         if strategy == "greedy":
             t = int(logits.argmax())
         else:
