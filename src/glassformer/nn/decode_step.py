@@ -19,10 +19,23 @@ small model. `DecodeStep` does the same arithmetic with none of it:
   so the step has the module path's numbers (to float32 rounding) on every route;
 - no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer.
 
+Encoder-decoder models (the translator of Figure 1; issue 29) take the same step with the
+cross-attention sublayer between self-attention and the FFN (§7.5):
+
+- the encoder memory's keys and values for every decoder layer come from ONE GEMM over the memory
+  with all layers' [W_K | W_V] side by side (a `derived` copy, like W_QKV), once per source, at the
+  first step — which the prepared step takes too (the start token, position 0);
+- beam search keeps one copy of them per source, not per beam: the K beams of a source are K queries
+  of one attention over its memory (beam search only ever reorders rows within a source's group, so
+  nothing of the memory is reordered); the self-attention cache is reordered in place
+  (`KVCache.reorder`);
+- the source padding mask is the module path's additive bias (masked keys at the most negative number).
+
 It runs only where it computes exactly what the module path computes (`supports`): eval mode, no
 hooks anywhere (tracing takes the reference path), the fast attention, absolute or no position
-encoding added to the embedding, no padding. Everything else takes the module path.
-tests/test_decode_step.py holds it to the module path (float32 rounding) and to HF GPT-2 (tokens).
+encoding added to the embedding, no padding among the decoder's keys. Everything else takes the
+module path. tests/test_decode_step.py holds it to the module path (float32 rounding) and to HF
+GPT-2 (tokens); tests/test_decode_step_seq2seq.py to the explicit-math model and to HF Marian and BART.
 """
 
 from __future__ import annotations
@@ -36,7 +49,7 @@ from torch import nn
 
 from .attention import KVCache
 from . import routes
-from .common import _onednn_ok, onednn_linear
+from .common import _onednn_ok, affine, onednn_linear
 from .norms import LayerNorm
 from .prepared import derived, drop as drop_derived
 from .routes import shape_class
@@ -56,12 +69,12 @@ def _hooked(model: nn.Module) -> bool:
 
 
 def supports(model: nn.Module, cache: KVCache | None) -> bool:
-    """Whether `DecodeStep` computes exactly what `model(ids, cache=cache)` would, step after step."""
-    from .model import DecoderLM
+    """Whether `DecodeStep` computes exactly what the module path would, step after step."""
+    from .model import DecoderLM, EncoderDecoder
     cfg = getattr(model, "config", None)
-    if not isinstance(model, DecoderLM) or cache is None or model.training:
+    if not isinstance(model, (DecoderLM, EncoderDecoder)) or cache is None or model.training:
         return False
-    pos = getattr(model, "pos", None)
+    pos = getattr(model, "dec_pos" if isinstance(model, EncoderDecoder) else "pos", None)
     return (cfg.attn_impl == "fast" and cfg.activation in _IN_PLACE and cfg.pe_combine == "add"
             and (pos is None or pos.absolute) and getattr(model, "segment", None) is None
             and not _hooked(model))
@@ -188,19 +201,68 @@ class _Layer:
     def __init__(self, layer, streams: bool):
         attn, ffn = layer.self_attn, layer.ffn
         self.index, self.n_heads, self.d_k, self.scale = attn.layer_index, attn.n_heads, attn.d_k, attn.scale
-        self.norm1, self.norm2 = _norm_fn(layer.norm1), _norm_fn(layer.norm2)
         self.pre_ln, self.residual = layer.pre_ln, layer.residual
         self.qkv = _Gemm(*attn._fused("QKV"), attn, "QKV", streams)  # (d_model, 3·H·d_k): Q, K, V
         self.W_O = _Gemm(attn.W_O, attn.b_O, attn, "O", streams)
         self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
         self.W_2 = _Gemm(ffn.W_2, ffn.b_2, ffn, "2", streams)
         self.phi = _IN_PLACE[ffn.activation]
+        self.norm_self = _norm_fn(layer.norm1)
+        self.cross = getattr(layer, "has_cross", False)
+        if self.cross:  # norm2 wraps cross-attention, norm3 the FFN (nn/layers.py)
+            cross = layer.cross_attn
+            self.cross_scale = cross.scale
+            self.cross_W_Q = _Gemm(*cross._fused("Q"), cross, "Q", streams)
+            self.cross_W_O = _Gemm(cross.W_O, cross.b_O, cross, "O", streams)
+            self.norm_cross, self.norm_ffn = _norm_fn(layer.norm2), _norm_fn(layer.norm3)
+        else:
+            self.norm_ffn = _norm_fn(layer.norm2)
+
+
+def _cross_W_KV(dec: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Every decoder layer's cross-attention [W_K | W_V] side by side, (d_model, L·2·H·d_k), and its
+    bias: one GEMM turns the encoder memory into all layers' keys and values. A `derived` copy, kept
+    for the generation's `prepared` scope and built again from the weights as they are in the next."""
+    attns = [layer.cross_attn for layer in dec]
+    sources = [t for a in attns for t in (a.W_K, a.W_V, a.b_K, a.b_V)]
+
+    def build():
+        with torch.no_grad():
+            parts = [a._build_fused([a.W_K, a.W_V], [a.b_K, a.b_V]) for a in attns]
+            b = None if parts[0][1] is None else torch.cat([p[1] for p in parts])
+            return torch.cat([p[0] for p in parts], dim=1), b
+    return derived(dec, "cross W_KV", sources, build)
+
+
+class _Memory:
+    """The encoder memory as every decoder layer's cross-attention reads it: keys and values
+    (source, head, src_seq, d_k) per layer, one copy per source, and the source padding as the
+    module path's additive bias (source, 1, 1, src_seq)."""
+
+    def __init__(self, model: nn.Module, memory: torch.Tensor, src_pad: torch.Tensor | None, group: int):
+        # beam search repeats each source `group` times (rows b·K … b·K+K−1, all equal): keep one
+        memory = memory[::group]
+        src_pad = None if src_pad is None else src_pad[::group]
+        cfg = model.config
+        sources, src_len, d_model = memory.shape
+        W, b = _cross_W_KV(model.dec)
+        kv = affine(memory.reshape(sources * src_len, d_model), W, b)  # (source·src_seq, L·2·H·d_k)
+        kv = kv.view(sources, src_len, cfg.dec_layers, 2, cfg.n_heads, cfg.head_dim)
+        # (layer, K|V, source, head, src_seq, d_k): each head's keys contiguous, as attention reads them
+        kv = kv.permute(2, 3, 0, 4, 1, 5).contiguous()
+        self.kv = [(layer[0], layer[1]) for layer in kv]
+        self.bias = model._mask_bias(None, src_pad, memory.dtype)
+        self.sources = sources
 
 
 class DecodeStep:
-    """logits (batch, vocab) of one new token per row, given the cache of everything before it."""
+    """logits (batch, vocab) of one new token per row, given the cache of everything before it.
 
-    def __init__(self, model: nn.Module):
+    For an encoder-decoder model, `memory` and `src_pad` are what `model.encode` returned (repeated
+    `group` times per source for beam search)."""
+
+    def __init__(self, model: nn.Module, memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
+                 group: int = 1):
         self.model = model
         streams = 4 * sum(p.numel() for p in model.parameters()) > last_level_cache_bytes()
         self.layers = [_Layer(layer, streams) for layer in model.dec]
@@ -208,9 +270,15 @@ class DecodeStep:
         head = model.head
         self.rescale = head.rescale
         self.head = _Gemm(head.streamed_W_U(), head.b_U, head, "U", streams)  # (d_model, vocab) contiguous
-        self.embed = model.embed.forward
-        self.pos = model.pos.forward if hasattr(model, "pos") else None
-        self.embed_norm = _norm_fn(model.embed_norm) if hasattr(model, "embed_norm") else None
+        side = "dec_" if memory is not None else ""  # the decoder's own input side (nn/model.py)
+        self.embed = getattr(model, f"{side}embed").forward
+        pos, embed_norm = getattr(model, f"{side}pos", None), getattr(model, f"{side}embed_norm", None)
+        self.pos = pos.forward if pos is not None else None
+        self.embed_norm = _norm_fn(embed_norm) if embed_norm is not None else None
+        # the memory's keys and values are made at the first step: inside the generation's
+        # inference mode and `prepared` scope, like every other prepared tensor
+        self._source = None if memory is None else (memory, src_pad, group)
+        self.memory: _Memory | None = None
         self._bufs: dict[int, dict[str, torch.Tensor]] = {}
 
     def _buffers(self, batch: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -221,13 +289,27 @@ class DecodeStep:
             new = lambda n: like.new_empty(batch, n)  # noqa: E731
             bufs = {"qkv": new(3 * first.n_heads * first.d_k), "o": new(cfg.d_model), "ff": new(cfg.d_ff),
                     "ff_out": new(cfg.d_model)}
+            if first.cross:
+                bufs.update(q=new(first.n_heads * first.d_k), cross_o=new(cfg.d_model))
             self._bufs[batch] = bufs
         return bufs
 
+    def _start(self, cache: KVCache, like: torch.Tensor) -> None:
+        """An empty cache (an encoder-decoder's first step, the start token): its buffers, position 0."""
+        batch = like.shape[0]
+        for layer in self.layers:
+            cache.self_kv[layer.index] = [like.new_empty(batch, layer.n_heads, max(cache.capacity, 1), layer.d_k)
+                                          for _ in range(2)]
+        cache.next_pos = torch.zeros(batch, dtype=torch.long, device=like.device)
+
     def __call__(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """ids (batch,) the newest token of every row; the cache is advanced by one position."""
-        positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
+        if self.memory is None and self._source is not None:
+            self.memory = _Memory(self.model, *self._source)
         x = self.embed(ids.unsqueeze(1))  # (batch, 1, d_model)
+        if cache.length == 0:
+            self._start(cache, x)
+        positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
         if self.pos is not None:
             x = x + self.pos(positions)
         if self.embed_norm is not None:
@@ -247,13 +329,18 @@ class DecodeStep:
         return self.head(x, None)  # the caller keeps the logits: a new tensor every step
 
     def _layer(self, layer: _Layer, x: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
-        """Masked self-attention → Add & Norm → FFN → Add & Norm (§4, §7.5), Pre- or Post-LN."""
-        h = layer.norm1(x) if layer.pre_ln else x
+        """Masked self-attention → Add & Norm → [cross-attention → Add & Norm] → FFN → Add & Norm
+        (§4, §7.5), Pre- or Post-LN."""
+        h = layer.norm_self(x) if layer.pre_ln else x
         y = self._attend(layer, h, cache, length, bufs)
-        x = self._add_norm(layer, x, y, layer.norm1)
-        h = layer.norm2(x) if layer.pre_ln else x
+        x = self._add_norm(layer, x, y, layer.norm_self)
+        if layer.cross:
+            h = layer.norm_cross(x) if layer.pre_ln else x
+            y = self._attend_memory(layer, h, bufs)
+            x = self._add_norm(layer, x, y, layer.norm_cross)
+        h = layer.norm_ffn(x) if layer.pre_ln else x
         y = layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])  # the FFN's one pass (§6)
-        return self._add_norm(layer, x, y, layer.norm2)
+        return self._add_norm(layer, x, y, layer.norm_ffn)
 
     @staticmethod
     def _add_norm(layer: _Layer, x: torch.Tensor, y: torch.Tensor, norm) -> torch.Tensor:
@@ -273,15 +360,32 @@ class DecodeStep:
                                            scale=layer.scale)  # (batch, head, 1, d_k)
         return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
 
+    def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
+        """Cross-attention: each row's query over its source's memory. The rows of one source (its
+        beams) are that attention's queries: (source, head, beam, d_k) against one copy of the keys."""
+        rows, H, d_k = h.shape[0], layer.n_heads, layer.d_k
+        memory = self.memory
+        k, v = memory.kv[layer.index]
+        q = layer.cross_W_Q(h, bufs["q"]).view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale)
+        return layer.cross_W_O(z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"])
 
-def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None) -> DecodeStep | None:
-    """A DecodeStep for this generation, or None where the module path must run."""
-    return DecodeStep(model) if prompt_pad is None and supports(model, cache) else None
+
+def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None,
+             memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
+             group: int = 1) -> DecodeStep | None:
+    """A DecodeStep for this generation, or None where the module path must run. An encoder-decoder
+    model needs its `memory`; `group` is how many rows in a row share one source (beam search)."""
+    seq2seq = getattr(getattr(model, "config", None), "arch", None) == "encoder-decoder"
+    if prompt_pad is not None or seq2seq != (memory is not None) or not supports(model, cache):
+        return None
+    return DecodeStep(model, memory, src_pad, group)
 
 
 def applies(cache: KVCache, ids: torch.Tensor, pad_id: int | None) -> bool:
     """Whether this step may take the DecodeStep: room in the cache, no padding among the keys
-    (a generated pad id, possible where pad = eos, is padding to the module path)."""
+    (a generated pad id, possible where pad = eos, is padding to the module path; the caller
+    passes pad_id=None where only finished rows can hold one, whose logits nobody reads)."""
     kb = cache.self_kv.get(0)
     return (kb is not None and cache.length < kb[0].shape[2] and cache.padding_mask is None
             and (pad_id is None or not bool((ids == pad_id).any())))
