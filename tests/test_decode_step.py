@@ -159,3 +159,28 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
         if route == "onednn_blocked" and decode_step._REORDER is not None and routes.onednn_available():
             assert [value.is_mkldnn for _, value in kept.values()] == [True, True]  # W_1, W_2
         assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())
+
+
+def test_rows_that_end_early_keep_the_batch_on_the_prepared_step(monkeypatch):
+    """A batch whose rows reach eos at different steps: the finished rows' pad fill is not padding
+    any live row attends to, so every step stays prepared (before issue 29 the first finished row
+    sent the batch to the module path) and the tokens are the module path's."""
+    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, pad_id=0, eos_id=2,
+                  head_bias=True, tie_embeddings=False)
+    model = build_model(ModelConfig(**fields)).eval()
+    with torch.no_grad():
+        model.head.b_U[2] = 2.0  # eos likely, but not at the same step for every row
+    ids = torch.randint(3, VOCAB, (6, 3))
+    count = [0]
+    call = DecodeStep.__call__
+
+    def counted(step, *args):
+        count[0] += 1
+        return call(step, *args)
+    monkeypatch.setattr(DecodeStep, "__call__", counted)
+    got = generate(model, ids, max_new_tokens=12)
+    ended = [row.index(2) for row in got[:, 3:].tolist() if 2 in row]
+    assert len(set(ended)) > 1, got  # rows end at different steps: the others go on after the first
+    assert count[0] == got.shape[1] - 3 - 1  # every step after the prompt's
+    monkeypatch.setattr(decode_step, "prepared", lambda *args, **kwargs: None)
+    assert torch.equal(got, generate(model, ids, max_new_tokens=12))
