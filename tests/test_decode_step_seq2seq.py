@@ -35,9 +35,10 @@ VARIANTS = {
 }
 
 
-def translator(variant: str, attn_impl: str = "fast") -> EncoderDecoder:
+def translator(variant: str, attn_impl: str = "fast", **extra) -> EncoderDecoder:
     cfg = ModelConfig(arch="encoder-decoder", vocab_size=VOCAB, d_model=32, n_heads=4, n_layers=2, d_ff=48,
-                      dropout=0.0, pad_id=PAD, bos_id=BOS, eos_id=EOS, attn_impl=attn_impl, **VARIANTS[variant])
+                      dropout=0.0, pad_id=PAD, bos_id=BOS, eos_id=EOS, attn_impl=attn_impl,
+                      **dict(VARIANTS[variant], **extra))
     torch.manual_seed(3)
     model = build_model(cfg).eval()
     # away from the initialisation: gains off 1, biases off 0, so a wrong term shows; twice the usual
@@ -233,22 +234,24 @@ def bart():
     return hf, 1, 2
 
 
-def t5():
+def t5(ff: str):
     cfg = T5Config(vocab_size=VOCAB, d_model=20, d_kv=6, d_ff=41, num_layers=2, num_decoder_layers=2, num_heads=3,
-                   feed_forward_proj="relu", relative_attention_num_buckets=8, relative_attention_max_distance=10,
+                   feed_forward_proj=ff, relative_attention_num_buckets=8, relative_attention_max_distance=10,
                    pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, attn_implementation="eager")
     hf = T5ForConditionalGeneration(cfg)
-    perturb(hf)
+    perturb(hf, seed=7)
     return hf, 0, 0
 
 
 @pytest.mark.parametrize("beams", [1, 3])
-@pytest.mark.parametrize("family", ["marian", "bart"])
+@pytest.mark.parametrize("family", ["marian", "bart", "t5", "t5-gated"])
 def test_hf_tokens_through_the_prepared_step(family, beams, monkeypatch):
-    """Marian (Post-LN, half-split sinusoids, swish, × sqrt(d_model), final_logits_bias) and BART
-    (learned positions, layernorm_embedding, gelu) imported with from_hf: greedy and beam search
-    pick HF's tokens, every decoding step on the prepared step."""
-    hf, pad, start = {"marian": marian, "bart": bart}[family]()
+    """Marian (Post-LN, half-split sinusoids, swish, × sqrt(d_model), final_logits_bias), BART
+    (learned positions, layernorm_embedding, gelu) and T5 (relative position bias on the decoder's
+    self-attention, RMSNorm, unscaled scores, the tied head's rescale; ReLU and gated-GELU FFNs)
+    imported with from_hf: greedy and beam search pick HF's tokens, every step on the prepared step."""
+    make = {"marian": marian, "bart": bart, "t5": lambda: t5("relu"), "t5-gated": lambda: t5("gated-gelu")}[family]
+    hf, pad, start = make()
     src, mask, _ = padded_batch(VOCAB, pad, start=start)
     calls = Calls(monkeypatch)
     ref, got = generations(hf, src, mask, pad, beams)
@@ -257,17 +260,18 @@ def test_hf_tokens_through_the_prepared_step(family, beams, monkeypatch):
     assert len(set(got[:, 1:].flatten().tolist())) > 2  # not one token repeated
 
 
-def test_hf_t5_relative_bias_falls_back_to_the_module_path(monkeypatch):
-    """T5's relative position bias is not in the prepared step: its decoding runs the module path,
-    all of it, and still picks HF's tokens."""
-    hf, pad, start = t5()
-    ours = from_hf(hf)
-    assert decode_step.prepared(ours, ours.new_cache(8), None, torch.zeros(1, 3, 20)) is None
-    src, mask, _ = padded_batch(VOCAB, pad, start=start)
+def test_what_the_step_does_not_compute_falls_back_to_the_module_path(monkeypatch):
+    """A concatenated position encoding (pe_combine='concat') is not in the prepared step: decoding
+    runs the module path, all of it, and its tokens are the explicit-math model's (no cache)."""
+    concat = dict(pe_combine="concat", d_pos=8, tie_embeddings=False, share_embeddings=False)
+    model = translator("post-ln-tied-relu", **concat)
+    math = translator("post-ln-tied-relu", attn_impl="math", **concat)
+    src = sources()
+    assert decode_step.prepared(model, model.new_cache(8), None, *model.encode(src)) is None
     calls = Calls(monkeypatch)
-    ref, got = generations(hf, src, mask, pad, 1)
+    got = run_generate(model, src, "greedy")
     assert calls.prepared == 0 and calls.module >= got.shape[1] - 1
-    assert torch.equal(got, ref), (got, ref)
+    assert torch.equal(got, run_generate(math, src, "greedy", use_cache=False))
 
 
 # ---- the CLI ----

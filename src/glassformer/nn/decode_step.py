@@ -51,6 +51,7 @@ from .attention import KVCache
 from . import routes
 from .common import _onednn_ok, affine, onednn_linear
 from .norms import LayerNorm
+from .positional import RotaryEmbedding, apply_rotary
 from .prepared import derived, drop as drop_derived
 from .routes import shape_class
 
@@ -60,6 +61,8 @@ from .routes import shape_class
 _gelu_ = getattr(torch._C._nn, "gelu_", None) or torch.ops.aten.gelu_
 _IN_PLACE = {"relu": torch.relu_, "gelu": _gelu_,
              "gelu_tanh": lambda t: _gelu_(t, approximate="tanh"), "silu": lambda t: F.silu(t, inplace=True)}
+# gated FFNs: φ on the gate branch (nn/feedforward.py's ACTIVATION_FNS), the same kernels in place
+_IN_PLACE.update(swiglu=_IN_PLACE["silu"], geglu=_IN_PLACE["gelu_tanh"], reglu=_IN_PLACE["relu"])
 
 
 def _hooked(model: nn.Module) -> bool:
@@ -74,10 +77,8 @@ def supports(model: nn.Module, cache: KVCache | None) -> bool:
     cfg = getattr(model, "config", None)
     if not isinstance(model, (DecoderLM, EncoderDecoder)) or cache is None or model.training:
         return False
-    pos = getattr(model, "dec_pos" if isinstance(model, EncoderDecoder) else "pos", None)
     return (cfg.attn_impl == "fast" and cfg.activation in _IN_PLACE and cfg.pe_combine == "add"
-            and (pos is None or pos.absolute) and getattr(model, "segment", None) is None
-            and not _hooked(model))
+            and getattr(model, "segment", None) is None and not _hooked(model))
 
 
 # The decode step's GEMM routes: nn/routes.py's two, plus oneDNN on a contiguous (out, in) copy of
@@ -204,7 +205,9 @@ class _Layer:
         self.pre_ln, self.residual = layer.pre_ln, layer.residual
         self.qkv = _Gemm(*attn._fused("QKV"), attn, "QKV", streams)  # (d_model, 3·H·d_k): Q, K, V
         self.W_O = _Gemm(attn.W_O, attn.b_O, attn, "O", streams)
-        self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
+        self.gated = ffn.gated
+        # a gated FFN's two input projections as one GEMM: [W_G | W_1] (d_model, 2·d_ff)
+        self.W_1 = _Gemm(*_gate_W_1(ffn), ffn, "G1", streams) if ffn.gated else _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
         self.W_2 = _Gemm(ffn.W_2, ffn.b_2, ffn, "2", streams)
         self.phi = _IN_PLACE[ffn.activation]
         self.norm_self = _norm_fn(layer.norm1)
@@ -217,6 +220,15 @@ class _Layer:
             self.norm_cross, self.norm_ffn = _norm_fn(layer.norm2), _norm_fn(layer.norm3)
         else:
             self.norm_ffn = _norm_fn(layer.norm2)
+
+
+def _gate_W_1(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A gated FFN's [W_G | W_1] and [b_G | b_1] side by side, a `derived` copy like W_QKV."""
+    def build():
+        with torch.no_grad():
+            b = None if ffn.b_1 is None else torch.cat([ffn.b_G, ffn.b_1])
+            return torch.cat([ffn.W_G, ffn.W_1], dim=1), b
+    return derived(ffn, "W_G1", [ffn.W_G, ffn.W_1, ffn.b_G, ffn.b_1], build)
 
 
 def _cross_W_KV(dec: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -273,7 +285,11 @@ class DecodeStep:
         side = "dec_" if memory is not None else ""  # the decoder's own input side (nn/model.py)
         self.embed = getattr(model, f"{side}embed").forward
         pos, embed_norm = getattr(model, f"{side}pos", None), getattr(model, f"{side}embed_norm", None)
-        self.pos = pos.forward if pos is not None else None
+        # the position scheme (§3.5): added to the embedding (absolute), rotating Q and K (RoPE),
+        # or a bias on the scores (T5's relative buckets, ALiBi) — each through its own module
+        kind = None if pos is None else "absolute" if pos.absolute else "rope" if isinstance(pos, RotaryEmbedding) \
+            else "bias"
+        self.pos = {kind: pos.forward} if pos is not None else {}
         self.embed_norm = _norm_fn(embed_norm) if embed_norm is not None else None
         # the memory's keys and values are made at the first step: inside the generation's
         # inference mode and `prepared` scope, like every other prepared tensor
@@ -291,6 +307,8 @@ class DecodeStep:
                     "ff_out": new(cfg.d_model)}
             if first.cross:
                 bufs.update(q=new(first.n_heads * first.d_k), cross_o=new(cfg.d_model))
+            if first.gated:
+                bufs["gate_ff"] = new(2 * cfg.d_ff)
             self._bufs[batch] = bufs
         return bufs
 
@@ -310,16 +328,19 @@ class DecodeStep:
         if cache.length == 0:
             self._start(cache, x)
         positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
-        if self.pos is not None:
-            x = x + self.pos(positions)
+        pos = self.pos
+        if "absolute" in pos:
+            x = x + pos["absolute"](positions)
         if self.embed_norm is not None:
             x = self.embed_norm(x)
         x = x.squeeze(1)  # (batch, d_model): one row per sequence, the GEMV's vector
         bufs = self._buffers(x.shape[0], x)
         length = cache.length
+        k_positions = cache.extend("positions", positions)  # (batch, length + 1): the keys'
+        bias = self._bias(pos, positions, k_positions, cache, x)
+        rope = pos["rope"](positions) if "rope" in pos else None
         for layer in self.layers:
-            x = self._layer(layer, x, cache, length, bufs)
-        cache.extend("positions", positions)
+            x = self._layer(layer, x, cache, length, bufs, bias, rope)
         cache.length = length + 1
         cache.next_pos = cache.next_pos + 1
         if self.final_norm is not None:
@@ -328,19 +349,40 @@ class DecodeStep:
             x = x * self.rescale
         return self.head(x, None)  # the caller keeps the logits: a new tensor every step
 
-    def _layer(self, layer: _Layer, x: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
+    def _bias(self, pos: dict, positions: torch.Tensor, k_positions: torch.Tensor, cache: KVCache,
+              like: torch.Tensor) -> torch.Tensor | None:
+        """The self-attention scores' additive bias (batch, head|1, 1, length + 1), as the module path
+        builds it (nn/model.py `_mask_bias`): the position bias, and padded keys — a left-padded
+        prompt's — at the most negative number; None where there is neither."""
+        pos_bias = pos["bias"](positions, k_positions) if "bias" in pos else None
+        key_pad = None
+        if cache.padding_mask is not None:  # new positions are never padding (`applies`)
+            key_pad = cache.extend("padding_mask", torch.zeros_like(positions, dtype=torch.bool))
+        if pos_bias is None and key_pad is None:
+            return None
+        return self.model._mask_bias(pos_bias, key_pad, like.dtype)
+
+    def _layer(self, layer: _Layer, x: torch.Tensor, cache: KVCache, length: int, bufs: dict,
+               bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
         """Masked self-attention → Add & Norm → [cross-attention → Add & Norm] → FFN → Add & Norm
         (§4, §7.5), Pre- or Post-LN."""
         h = layer.norm_self(x) if layer.pre_ln else x
-        y = self._attend(layer, h, cache, length, bufs)
+        y = self._attend(layer, h, cache, length, bufs, bias, rope)
         x = self._add_norm(layer, x, y, layer.norm_self)
         if layer.cross:
             h = layer.norm_cross(x) if layer.pre_ln else x
             y = self._attend_memory(layer, h, bufs)
             x = self._add_norm(layer, x, y, layer.norm_cross)
         h = layer.norm_ffn(x) if layer.pre_ln else x
-        y = layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])  # the FFN's one pass (§6)
-        return self._add_norm(layer, x, y, layer.norm_ffn)
+        return self._add_norm(layer, x, self._ffn(layer, h, bufs), layer.norm_ffn)
+
+    @staticmethod
+    def _ffn(layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
+        """φ(h·W_1 + b_1)·W_2 + b_2 in one pass (§6); gated: φ(h·W_G + b_G) ⊙ (h·W_1 + b_1) first."""
+        if not layer.gated:
+            return layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])
+        gate, pre = layer.W_1(h, bufs["gate_ff"]).chunk(2, dim=1)
+        return layer.W_2(torch.mul(layer.phi(gate), pre, out=bufs["ff"]), bufs["ff_out"])
 
     @staticmethod
     def _add_norm(layer: _Layer, x: torch.Tensor, y: torch.Tensor, norm) -> torch.Tensor:
@@ -348,16 +390,19 @@ class DecodeStep:
         return r if layer.pre_ln else norm(r)
 
     @staticmethod
-    def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
-        """One query per row over the cached keys and its own (no mask needed: it is the last)."""
+    def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict,
+                bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
+        """One query per row over the cached keys and its own (no causal mask: it is the last)."""
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         q, k, v = layer.qkv(h, bufs["qkv"]).view(batch, 3, H, 1, d_k).unbind(1)
+        if rope is not None:  # the new query and key rotated to their position; cached keys already are
+            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         kb, vb = cache.self_kv[layer.index]
         # narrow, not kb[:, :, i:j]: one call instead of Python's index machinery (~5 µs each)
         kb.narrow(2, length, 1).copy_(k)
         vb.narrow(2, length, 1).copy_(v)
         z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
-                                           scale=layer.scale)  # (batch, head, 1, d_k)
+                                           attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
 
     def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
@@ -371,21 +416,22 @@ class DecodeStep:
         return layer.cross_W_O(z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"])
 
 
-def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None,
+def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None = None,
              memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
              group: int = 1) -> DecodeStep | None:
     """A DecodeStep for this generation, or None where the module path must run. An encoder-decoder
-    model needs its `memory`; `group` is how many rows in a row share one source (beam search)."""
+    model needs its `memory`; `group` is how many rows in a row share one source (beam search).
+    (A left-padded prompt is fine: the module path reads it, and the step masks its padding.)"""
     seq2seq = getattr(getattr(model, "config", None), "arch", None) == "encoder-decoder"
-    if prompt_pad is not None or seq2seq != (memory is not None) or not supports(model, cache):
+    if seq2seq != (memory is not None) or not supports(model, cache):
         return None
     return DecodeStep(model, memory, src_pad, group)
 
 
 def applies(cache: KVCache, ids: torch.Tensor, pad_id: int | None) -> bool:
-    """Whether this step may take the DecodeStep: room in the cache, no padding among the keys
-    (a generated pad id, possible where pad = eos, is padding to the module path; the caller
+    """Whether this step may take the DecodeStep: room in the cache, and no padding among the new
+    tokens (a generated pad id, possible where pad = eos, is padding to the module path; the caller
     passes pad_id=None where only finished rows can hold one, whose logits nobody reads)."""
     kb = cache.self_kv.get(0)
-    return (kb is not None and cache.length < kb[0].shape[2] and cache.padding_mask is None
+    return (kb is not None and cache.length < kb[0].shape[2]
             and (pad_id is None or not bool((ids == pad_id).any())))
