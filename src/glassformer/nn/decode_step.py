@@ -1,4 +1,4 @@
-"""One cached decoding step of a decoder-only LM with its weights prepared once (issue 11; seed 000 §8).
+"""One cached decoding step with its weights prepared once (issues 11 and 29; seed 000 §8).
 
 With the KV cache a step turns one new token per row into next-token logits: at batch 1 it reads
 every weight once and does little else, so its time is bounded by how fast the machine streams the
@@ -12,12 +12,16 @@ small model. `DecodeStep` does the same arithmetic with none of it:
   the layout the BLAS matrix-vector product streams; a tied W_U = W_Eᵀ is copied into that layout once
   (`OutputHead.streamed_W_U`), since the transposed view streams at ~60% of the rate;
 - per layer ONE fused QKV GEMM (K and V written straight into the cache, no copy of Q) and ONE FFN
-  pass (W_1, φ in place, W_2), into buffers allocated once per batch size: on the BLAS route the
-  GEMMs allocate nothing per step;
+  pass (W_1, φ in place, W_2; a gated FFN's [W_G | W_1] as one GEMM), into buffers allocated once
+  per batch size: on the BLAS route the GEMMs allocate nothing per step;
 - each GEMM takes the route this machine measured for its shape class — BLAS, oneDNN, or oneDNN
   over a contiguous (out, in) copy of W (`DECODE_ROUTES`) — resolved on the first step and kept,
   so the step has the module path's numbers (to float32 rounding) on every route;
-- no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer.
+- no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer;
+- every position scheme through its own module, once per step for all layers: absolute encodings
+  added to the embedding, RoPE rotating the new query and key, ALiBi and T5's relative buckets as
+  the scores' bias; a left-padded prompt's padding (the prompt itself runs the module path) masked
+  in that bias as the module path masks it.
 
 Encoder-decoder models (the translator of Figure 1; issue 29) take the same step with the
 cross-attention sublayer between self-attention and the FFN (§7.5):
@@ -31,11 +35,12 @@ cross-attention sublayer between self-attention and the FFN (§7.5):
   (`KVCache.reorder`);
 - the source padding mask is the module path's additive bias (masked keys at the most negative number).
 
-It runs only where it computes exactly what the module path computes (`supports`): eval mode, no
-hooks anywhere (tracing takes the reference path), the fast attention, absolute or no position
-encoding added to the embedding, no padding among the decoder's keys. Everything else takes the
-module path. tests/test_decode_step.py holds it to the module path (float32 rounding) and to HF
-GPT-2 (tokens); tests/test_decode_step_seq2seq.py to the explicit-math model and to HF Marian and BART.
+It runs only where it computes exactly what the module path computes (`supports`, `applies`): eval
+mode, no hooks anywhere (tracing takes the reference path), the fast attention, a position encoding
+added (not concatenated) to the embedding, no segment embedding, and no pad id among a step's new
+tokens except in finished rows. Everything else takes the module path. tests/test_decode_step.py
+holds it to the explicit-math model (float32 rounding) and to HF GPT-2 and LLaMA (tokens);
+tests/test_decode_step_seq2seq.py to the explicit-math model and to HF Marian, BART and T5.
 """
 
 from __future__ import annotations
