@@ -290,3 +290,50 @@ def test_translate_command_takes_the_prepared_step(beam, tmp_path, monkeypatch, 
     code, module_out, _ = run(monkeypatch, capsys, *argv)
     assert code == 0 and calls.module > 0
     assert out == module_out
+
+
+def test_python_work_per_step_does_not_grow_with_the_target():
+    """The same Python calls at target length 3 as at 60: no loop over cached positions, and the
+    memory's keys and values are not rebuilt."""
+    import sys
+    model = translator("pre-ln-untied-gelu")
+
+    def calls_of_one_step(steps_before: int) -> int:
+        with torch.inference_mode(), prepared(model):
+            cache = model.new_cache(64)
+            step = decode_step.prepared(model, cache, None, *model.encode(sources()))
+            for _ in range(steps_before):
+                step(torch.full((3,), 5), cache)
+            count = [0]
+
+            def tracer(frame, event, arg):
+                count[0] += 1
+            sys.setprofile(tracer)
+            try:
+                step(torch.full((3,), 5), cache)
+            finally:
+                sys.setprofile(None)
+        return count[0]
+
+    assert calls_of_one_step(3) == calls_of_one_step(60)
+
+
+def test_cache_reorder_in_place_equals_index_select():
+    """KVCache.reorder (beam search) against torch's index_select of the whole buffers: repeated,
+    moved and unmoved rows, the cached positions only; the buffers are the same tensors after."""
+    from glassformer.nn.attention import KVCache
+    g = torch.Generator().manual_seed(0)
+    cache = KVCache(10)
+    k, v = torch.randn(6, 2, 4, 3, generator=g), torch.randn(6, 2, 4, 3, generator=g)
+    cache.append(0, k, v)
+    cache.extend("positions", torch.arange(24).view(6, 4))
+    cache.length, cache.next_pos = 4, torch.arange(6)
+    index = torch.tensor([0, 0, 2, 5, 4, 5])  # row 1 takes row 0, row 3 takes row 5, rows 0, 2, 4, 5 stay
+    want_k, want_v = (t.index_select(0, index) for t in (k, v))
+    want_pos = torch.arange(24).view(6, 4).index_select(0, index)
+    buffers = [b.data_ptr() for b in cache.self_kv[0]]
+    cache.reorder(index)
+    kb, vb = cache.self_kv[0]
+    assert [b.data_ptr() for b in cache.self_kv[0]] == buffers
+    assert torch.equal(kb[:, :, :4], want_k) and torch.equal(vb[:, :, :4], want_v)
+    assert torch.equal(cache.positions, want_pos) and torch.equal(cache.next_pos, index)
