@@ -281,7 +281,10 @@ class DecodeStep:
     def __init__(self, model: nn.Module, memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
                  group: int = 1):
         self.model = model
-        streams = 4 * sum(p.numel() for p in model.parameters()) > last_level_cache_bytes()
+        # the weights a step reads (not the encoder's): whether they outgrow the last-level cache
+        encoder = {id(p) for p in model.enc.parameters()} if memory is not None else set()
+        read = sum(p.numel() for p in model.parameters() if id(p) not in encoder)
+        streams = 4 * read > last_level_cache_bytes()
         self.layers = [_Layer(layer, streams) for layer in model.dec]
         self.final_norm = _norm_fn(model.dec_norm) if hasattr(model, "dec_norm") else None
         head = model.head
