@@ -25,13 +25,18 @@ from seq2seq_helpers import generations, padded_batch, perturb
 pytestmark = pytest.mark.usefixtures("one_thread")
 VOCAB, PAD, BOS, EOS = 40, 0, 1, 2
 
-# our own translators: Post-LN (the paper) and Pre-LN, both sinusoid layouts, tied and untied heads
+# our own translators: Post-LN (the paper) and Pre-LN, both sinusoid layouts, tied and untied heads,
+# and the position schemes that act inside attention
 VARIANTS = {
     "post-ln-tied-relu": dict(norm_position="post", pe="sinusoidal", tie_embeddings=True, activation="relu"),
     "pre-ln-untied-gelu": dict(norm_position="pre", pe="sinusoidal_half", tie_embeddings=False, activation="gelu",
                                embed_scale=True, head_bias=True),
     "post-ln-separate-vocab": dict(norm_position="post", pe="sinusoidal", share_embeddings=False,
                                    tgt_vocab_size=33, activation="silu", n_dec_layers=3),
+    # positions inside attention, a gated FFN, RMSNorm (LLaMA's choices in a translator)
+    "pre-rms-rope-swiglu": dict(norm_position="pre", norm="rmsnorm", pe="rope", activation="swiglu",
+                                tie_embeddings=False, attn_bias=False, ffn_bias=False),
+    "post-ln-alibi": dict(norm_position="post", pe="alibi", activation="gelu_tanh"),
 }
 
 
