@@ -13,7 +13,6 @@ from transformers import BartConfig, BartForConditionalGeneration, MarianConfig,
 
 from glassformer.config import ModelConfig
 from glassformer.generate import generate
-from glassformer.interop import from_hf
 from glassformer.nn import build_model, decode_step
 from glassformer.nn.decode_step import DecodeStep
 from glassformer.nn.model import EncoderDecoder
@@ -285,7 +284,8 @@ def test_translate_command_takes_the_prepared_step(beam, tmp_path, monkeypatch, 
     """`glassformer translate` (batched sentences, greedy and beam): every decoding step on the
     prepared step, none on the module path's decoder, and the same translations as the module path."""
     runs = tiny_translator(tmp_path)
-    argv = ["translate", "--ckpt", str(runs / "tiny"), "--beam", beam, "--json", "猫 吃 鱼", "狗 吃 肉 猫", "我"]
+    argv = ["translate", "--ckpt", str(runs / "tiny"), "--beam", beam, "--json",
+            "猫 吃 鱼", "狗 吃 肉 猫", "我"]
     calls = Calls(monkeypatch)
     code, out, err = run(monkeypatch, capsys, *argv)
     assert code == 0, err

@@ -212,7 +212,10 @@ class _Layer:
         self.W_O = _Gemm(attn.W_O, attn.b_O, attn, "O", streams)
         self.gated = ffn.gated
         # a gated FFN's two input projections as one GEMM: [W_G | W_1] (d_model, 2·d_ff)
-        self.W_1 = _Gemm(*_gate_W_1(ffn), ffn, "G1", streams) if ffn.gated else _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
+        if ffn.gated:
+            self.W_1 = _Gemm(*_gate_W_1(ffn), ffn, "G1", streams)
+        else:
+            self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
         self.W_2 = _Gemm(ffn.W_2, ffn.b_2, ffn, "2", streams)
         self.phi = _IN_PLACE[ffn.activation]
         self.norm_self = _norm_fn(layer.norm1)
