@@ -69,9 +69,13 @@ def test_greedy_tokens_identical_to_hf_gpt2(batch):
 
 @pytest.mark.parametrize("norm_position,pe,activation,tie", [("post", "sinusoidal", "relu", False),
                                                            ("pre", "learned", "gelu", True),
-                                                           ("pre", "none", "silu", False)])
+                                                           ("pre", "none", "silu", False),
+                                                           ("pre", "rope", "swiglu", False),
+                                                           ("post", "alibi", "reglu", True),
+                                                           ("pre", "relative", "geglu", True)])
 def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, tie):
-    """Variants GPT-2 lacks: the step against the explicit-math path recomputing the prefix."""
+    """Variants GPT-2 lacks — every position scheme (absolute, RoPE, ALiBi, T5's relative buckets) and
+    the gated FFNs: the step against the explicit-math path recomputing the prefix."""
     fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
                   norm_position=norm_position, pe=pe, activation=activation, tie_embeddings=tie)
     fast = build_model(ModelConfig(**fields)).eval()
@@ -90,14 +94,15 @@ def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, 
 
 
 def test_module_path_where_the_step_would_differ():
-    """Hooks, the explicit-math attention, RoPE and training mode keep the module path."""
+    """Hooks, the explicit-math attention, a concatenated position encoding and training mode keep
+    the module path."""
     ours, _ = gpt2_pair(layers=1)
     cache = ours.new_cache(8)
     assert supports(ours, cache)
     with hooks(ours, {"dec.0.self_attn.out": lambda t, _name: t}):
         assert not supports(ours, cache)
     assert not supports(ours.train(), cache)
-    for extra in (dict(attn_impl="math"), dict(pe="rope")):
+    for extra in (dict(attn_impl="math"), dict(pe_combine="concat", d_pos=8, tie_embeddings=False)):
         model = build_model(ModelConfig(arch="decoder", vocab_size=VOCAB, d_model=32, n_heads=2, n_layers=1,
                                         **extra)).eval()
         assert not supports(model, cache)
@@ -159,3 +164,97 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
         if route == "onednn_blocked" and decode_step._REORDER is not None and routes.onednn_available():
             assert [value.is_mkldnn for _, value in kept.values()] == [True, True]  # W_1, W_2
         assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())
+
+
+def test_rows_that_end_early_keep_the_batch_on_the_prepared_step(monkeypatch):
+    """A batch whose rows reach eos at different steps: the finished rows' pad fill is not padding
+    any live row attends to, so every step stays prepared (before issue 29 the first finished row
+    sent the batch to the module path) and the tokens are the module path's."""
+    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, pad_id=0, eos_id=2,
+                  head_bias=True, tie_embeddings=False)
+    model = build_model(ModelConfig(**fields)).eval()
+    with torch.no_grad():
+        model.head.b_U[2] = 2.0  # eos likely, but not at the same step for every row
+    ids = torch.randint(3, VOCAB, (6, 3))
+    count = [0]
+    call = DecodeStep.__call__
+
+    def counted(step, *args):
+        count[0] += 1
+        return call(step, *args)
+    monkeypatch.setattr(DecodeStep, "__call__", counted)
+    got = generate(model, ids, max_new_tokens=12)
+    ended = [row.index(2) for row in got[:, 3:].tolist() if 2 in row]
+    assert len(set(ended)) > 1, got  # rows end at different steps: the others go on after the first
+    assert count[0] == got.shape[1] - 3 - 1  # every step after the prompt's
+    monkeypatch.setattr(decode_step, "prepared", lambda *args, **kwargs: None)
+    assert torch.equal(got, generate(model, ids, max_new_tokens=12))
+
+
+def left_padded(batch_lengths=(8, 5, 2), width=8, seed=3, vocab=VOCAB):
+    """Prompts of these lengths, left-padded with 0 to `width`."""
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(3, vocab, (len(batch_lengths), width), generator=g)
+    return ids.masked_fill(torch.arange(width)[None, :] < width - torch.tensor(batch_lengths)[:, None], 0)
+
+
+class Counted:
+    """Calls into the prepared step and into the module path's forward (the prompt is one)."""
+
+    def __init__(self, monkeypatch):
+        from glassformer.nn.model import DecoderLM
+        self.prepared = self.module = 0
+        step, forward = DecodeStep.__call__, DecoderLM.forward
+
+        def counted_step(step_self, *args):
+            self.prepared += 1
+            return step(step_self, *args)
+
+        def counted_forward(model, *args, **kwargs):
+            self.module += 1
+            return forward(model, *args, **kwargs)
+        monkeypatch.setattr(DecodeStep, "__call__", counted_step)
+        monkeypatch.setattr(DecoderLM, "forward", counted_forward)
+
+
+@pytest.mark.parametrize("strategy", ["greedy", "beam"])
+@pytest.mark.parametrize("pe", ["learned", "rope", "alibi", "relative"])
+def test_left_padded_prompts_take_the_prepared_step(pe, strategy, monkeypatch):
+    """A batch of prompts of different lengths, left-padded, under every position scheme: after the
+    prompt (the module path) every step is prepared — padded keys masked, positions counted per row —
+    and the tokens are the explicit-math model's recomputing each prefix without a cache."""
+    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64, pe=pe,
+                  pad_id=0, norm_position="pre")
+    torch.manual_seed(1)
+    fast = build_model(ModelConfig(**fields)).eval()
+    math = build_model(ModelConfig(**fields, attn_impl="math")).eval()
+    math.load_state_dict(fast.state_dict())
+    ids = left_padded()
+    options = dict(max_new_tokens=10, strategy=strategy, beam_size=3, eos_id=None)
+    calls = Counted(monkeypatch)
+    got = generate(fast, ids, **options)
+    assert calls.module == 1 and calls.prepared == got.shape[1] - ids.shape[1] - 1
+    assert torch.equal(got, generate(math, ids, use_cache=False, **options))
+    assert len(set(got[:, 8:].flatten().tolist())) > 2  # not one token repeated
+
+
+@pytest.mark.parametrize("beams", [1, 3])
+def test_left_padded_llama_tokens_identical_to_hf(beams, monkeypatch):
+    """HF LLaMA (RoPE, RMSNorm, SwiGLU, grouped K/V heads) on a left-padded prompt batch: HF's tokens,
+    every step after the prompt on the prepared step."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from interop_helpers import perturb
+    cfg = LlamaConfig(vocab_size=60, hidden_size=30, num_attention_heads=5, num_key_value_heads=1, num_hidden_layers=2,
+                      intermediate_size=61, max_position_embeddings=64, rms_norm_eps=1e-5, attn_implementation="eager",
+                      pad_token_id=0, bos_token_id=None, eos_token_id=None)
+    hf = LlamaForCausalLM(cfg).eval()
+    perturb(hf)
+    ours = from_hf(hf)
+    ids = left_padded(seed=1, vocab=60)
+    ref = hf.generate(ids, attention_mask=(ids != 0).long(), max_new_tokens=10, do_sample=False, num_beams=beams,
+                      length_penalty=1.0)
+    calls = Counted(monkeypatch)
+    got = ours.generate(ids, max_new_tokens=10, strategy="greedy" if beams == 1 else "beam", beam_size=beams,
+                        padding_mask=ids == 0)
+    assert calls.module == 1 and calls.prepared == got.shape[1] - ids.shape[1] - 1
+    assert torch.equal(got, ref)

@@ -31,7 +31,8 @@ def beam_search(model, prefix: torch.Tensor, max_new_tokens: int, beam_size: int
     B, start = prefix.shape
     K = beam_size
     expand = lambda t: None if t is None else t.repeat_interleave(K, dim=0)  # noqa: E731
-    stepper = Stepper(model, use_cache, start + max_new_tokens, expand(memory), expand(src_pad), expand(prompt_pad))
+    stepper = Stepper(model, use_cache, start + max_new_tokens, expand(memory), expand(src_pad), expand(prompt_pad),
+                      group=K, eos=eos)
     seq = prefix.new_full((B * K, start + max_new_tokens), fill)
     seq[:, :start] = expand(prefix)
     scores = torch.full((B, K), float("-inf"), device=prefix.device)

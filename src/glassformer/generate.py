@@ -31,17 +31,24 @@ class Stepper:
     """Runs a decoding model one step at a time and returns the logits of the last position.
 
     With the cache only the new token goes through the model; without it the whole prefix does.
-    Encoder-decoder models read `memory` (encoder output) through cross-attention.
+    Encoder-decoder models read `memory` (encoder output) through cross-attention; beam search
+    passes it repeated `group` times per source (one row per beam).
     """
 
-    def __init__(self, model, use_cache: bool, capacity: int, memory=None, src_pad=None, prompt_pad=None):
+    def __init__(self, model, use_cache: bool, capacity: int, memory=None, src_pad=None, prompt_pad=None,
+                 group: int = 1, eos: int | None = None):
         self.model, self.memory, self.src_pad, self.prompt_pad = model, memory, src_pad, prompt_pad
         self.cache = model.new_cache(capacity) if use_cache else None
-        # cached decoder-only steps with weights prepared once (nn/decode_step.py, issue 11)
-        self.fast = decode_step.prepared(model, self.cache, prompt_pad) if memory is None else None
+        # cached steps with weights prepared once (nn/decode_step.py, issues 11 and 29)
+        self.fast = decode_step.prepared(model, self.cache, prompt_pad, memory, src_pad, group)
         # <pad> is not a word: never generate it (a generated pad would read as padding next step)
         cfg = model.config
         self.banned = cfg.pad_id if cfg.pad_id is not None and cfg.pad_id != cfg.eos_id else None
+        # a pad id among the new tokens is padding to the module path, and the prepared step has no
+        # padding; but where pad is banned, or is the eos that ends a row, only a finished row (or a
+        # dead beam) holds one, and nobody reads those rows' logits: the prepared step may go on
+        harmless = self.banned is not None or (eos is not None and eos == cfg.pad_id)
+        self.step_pad = None if harmless else cfg.pad_id
 
     def _run(self, ids: torch.Tensor, padding_mask=None) -> torch.Tensor:
         if self.memory is not None:
@@ -57,13 +64,16 @@ class Stepper:
 
     def first(self, prefix: torch.Tensor) -> torch.Tensor:
         """Logits after the prompt (decoder-only) or the start token (encoder-decoder)."""
+        if self.fast is not None and self.memory is not None and prefix.shape[1] == 1:
+            # the start token at position 0, never padding (nn/model.py, `decode`)
+            return self._banned(self.fast(prefix[:, 0], self.cache))
         return self._run(prefix, self.prompt_pad)
 
     def next(self, seq: torch.Tensor, length: int) -> torch.Tensor:
         """Logits after seq[:, :length], whose first length-1 positions were seen before."""
         if self.cache is not None:
             ids = seq[:, length - 1]
-            if self.fast is not None and decode_step.applies(self.cache, ids, self.model.config.pad_id):
+            if self.fast is not None and decode_step.applies(self.cache, ids, self.step_pad):
                 return self._banned(self.fast(ids, self.cache))
             return self._run(seq[:, length - 1:length])
         pad = self.prompt_pad
@@ -72,7 +82,8 @@ class Stepper:
         return self._run(seq[:, :length], pad)
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep batch rows `index` (beam search); memory rows are equal within a beam group."""
+        """Keep batch rows `index` (beam search). Beam search picks rows within a source's group
+        only, whose memory rows are equal: the prepared step's one copy per source stays as it is."""
         if self.cache is not None:
             self.cache.reorder(index)
 
@@ -216,10 +227,11 @@ def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, t
         return beam_search(model, prefix, max_new_tokens, beam_size, length_penalty, eos, fill,
                            use_cache, memory, src_pad, prompt_pad)
     pick = _greedy if strategy == "greedy" else _sampler(temperature, top_k, top_p, generator)
-    stepper = Stepper(model, use_cache, prefix.shape[1] + max_new_tokens, memory, src_pad, prompt_pad)
+    new_stepper = lambda: Stepper(model, use_cache, prefix.shape[1] + max_new_tokens, memory, src_pad,  # noqa: E731
+                                  prompt_pad, eos=eos)
     if not return_cross_attention:
-        return _decode_loop(stepper, prefix, max_new_tokens, pick, eos, fill)
-    return _with_cross_attention(model, stepper, prefix, max_new_tokens, pick, eos, fill)
+        return _decode_loop(new_stepper(), prefix, max_new_tokens, pick, eos, fill)
+    return _with_cross_attention(model, new_stepper, prefix, max_new_tokens, pick, eos, fill)
 
 
 def _decode_loop(stepper: Stepper, prefix: torch.Tensor, max_new_tokens: int, pick, eos, fill) -> torch.Tensor:
@@ -243,8 +255,10 @@ def _decode_loop(stepper: Stepper, prefix: torch.Tensor, max_new_tokens: int, pi
     return seq[:, :length]
 
 
-def _with_cross_attention(model, stepper, prefix, max_new_tokens, pick, eos, fill):
-    """The decode loop, recording the last decoder layer's cross-attention row of each step."""
+def _with_cross_attention(model, new_stepper, prefix, max_new_tokens, pick, eos, fill):
+    """The decode loop, recording the last decoder layer's cross-attention row of each step.
+
+    The stepper is made under the hook, so it sees it and takes the module path (which has it)."""
     from .trace import hooks
     rows: list[torch.Tensor] = []
 
@@ -253,5 +267,5 @@ def _with_cross_attention(model, stepper, prefix, max_new_tokens, pick, eos, fil
 
     last = model.config.dec_layers - 1
     with hooks(model, {f"dec.{last}.cross_attn.pattern": record}):
-        seq = _decode_loop(stepper, prefix, max_new_tokens, pick, eos, fill)
+        seq = _decode_loop(new_stepper(), prefix, max_new_tokens, pick, eos, fill)
     return seq, torch.stack(rows[:seq.shape[1] - prefix.shape[1]], dim=1)

@@ -76,16 +76,26 @@ class KVCache:
         return getattr(self, name)
 
     def reorder(self, index: torch.Tensor) -> None:
-        """Keep rows `index` of the batch (beam search)."""
-        for layer, bufs in self.self_kv.items():
-            self.self_kv[layer] = [b.index_select(0, index) for b in bufs]
+        """Keep rows `index` of the batch (beam search).
+
+        In place: only the rows that change are copied, and only their cached positions — not a
+        new buffer of the whole capacity per step (most beams usually stay where they are)."""
+        moved = (index != torch.arange(index.shape[0], device=index.device)).nonzero().squeeze(1)
+        if moved.numel() == 0:
+            return
+        src = index.index_select(0, moved)
+
+        def gather(t: torch.Tensor) -> None:  # the moved rows first read, then written
+            t.index_copy_(0, moved, t.index_select(0, src))
+        for bufs in self.self_kv.values():
+            for buf in bufs:
+                gather(buf.narrow(2, 0, self.length))
         for layer, (k, v) in self.cross_kv.items():
             self.cross_kv[layer] = (k.index_select(0, index), v.index_select(0, index))
         if self.next_pos is not None:
             self.next_pos = self.next_pos.index_select(0, index)
         for name, buf in self._records.items():
-            self._records[name] = buf.index_select(0, index)
-            setattr(self, name, self._records[name][:, :self.length])
+            gather(buf.narrow(1, 0, self.length))
 
 
 class MultiHeadAttention(nn.Module):

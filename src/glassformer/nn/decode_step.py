@@ -1,4 +1,4 @@
-"""One cached decoding step of a decoder-only LM with its weights prepared once (issue 11; seed 000 §8).
+"""One cached decoding step with its weights prepared once (issues 11 and 29; seed 000 §8).
 
 With the KV cache a step turns one new token per row into next-token logits: at batch 1 it reads
 every weight once and does little else, so its time is bounded by how fast the machine streams the
@@ -12,17 +12,35 @@ small model. `DecodeStep` does the same arithmetic with none of it:
   the layout the BLAS matrix-vector product streams; a tied W_U = W_Eᵀ is copied into that layout once
   (`OutputHead.streamed_W_U`), since the transposed view streams at ~60% of the rate;
 - per layer ONE fused QKV GEMM (K and V written straight into the cache, no copy of Q) and ONE FFN
-  pass (W_1, φ in place, W_2), into buffers allocated once per batch size: on the BLAS route the
-  GEMMs allocate nothing per step;
+  pass (W_1, φ in place, W_2; a gated FFN's [W_G | W_1] as one GEMM), into buffers allocated once
+  per batch size: on the BLAS route the GEMMs allocate nothing per step;
 - each GEMM takes the route this machine measured for its shape class — BLAS, oneDNN, or oneDNN
   over a contiguous (out, in) copy of W (`DECODE_ROUTES`) — resolved on the first step and kept,
   so the step has the module path's numbers (to float32 rounding) on every route;
-- no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer.
+- no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer;
+- every position scheme through its own module, once per step for all layers: absolute encodings
+  added to the embedding, RoPE rotating the new query and key, ALiBi and T5's relative buckets as
+  the scores' bias; a left-padded prompt's padding (the prompt itself runs the module path) masked
+  in that bias as the module path masks it.
 
-It runs only where it computes exactly what the module path computes (`supports`): eval mode, no
-hooks anywhere (tracing takes the reference path), the fast attention, absolute or no position
-encoding added to the embedding, no padding. Everything else takes the module path.
-tests/test_decode_step.py holds it to the module path (float32 rounding) and to HF GPT-2 (tokens).
+Encoder-decoder models (the translator of Figure 1; issue 29) take the same step with the
+cross-attention sublayer between self-attention and the FFN (§7.5):
+
+- the encoder memory's keys and values for every decoder layer come from ONE GEMM over the memory
+  with all layers' [W_K | W_V] side by side (a `derived` copy, like W_QKV), once per source, at the
+  first step — which the prepared step takes too (the start token, position 0);
+- beam search keeps one copy of them per source, not per beam: the K beams of a source are K queries
+  of one attention over its memory (beam search only ever reorders rows within a source's group, so
+  nothing of the memory is reordered); the self-attention cache is reordered in place
+  (`KVCache.reorder`);
+- the source padding mask is the module path's additive bias (masked keys at the most negative number).
+
+It runs only where it computes exactly what the module path computes (`supports`, `applies`): eval
+mode, no hooks anywhere (tracing takes the reference path), the fast attention, a position encoding
+added (not concatenated) to the embedding, no segment embedding, and no pad id among a step's new
+tokens except in finished rows. Everything else takes the module path. tests/test_decode_step.py
+holds it to the explicit-math model (float32 rounding) and to HF GPT-2 and LLaMA (tokens);
+tests/test_decode_step_seq2seq.py to the explicit-math model and to HF Marian, BART and T5.
 """
 
 from __future__ import annotations
@@ -36,8 +54,9 @@ from torch import nn
 
 from .attention import KVCache
 from . import routes
-from .common import _onednn_ok, onednn_linear
+from .common import _onednn_ok, affine, onednn_linear
 from .norms import LayerNorm
+from .positional import RotaryEmbedding, apply_rotary
 from .prepared import derived, drop as drop_derived
 from .routes import shape_class
 
@@ -47,6 +66,8 @@ from .routes import shape_class
 _gelu_ = getattr(torch._C._nn, "gelu_", None) or torch.ops.aten.gelu_
 _IN_PLACE = {"relu": torch.relu_, "gelu": _gelu_,
              "gelu_tanh": lambda t: _gelu_(t, approximate="tanh"), "silu": lambda t: F.silu(t, inplace=True)}
+# gated FFNs: φ on the gate branch (nn/feedforward.py's ACTIVATION_FNS), the same kernels in place
+_IN_PLACE.update(swiglu=_IN_PLACE["silu"], geglu=_IN_PLACE["gelu_tanh"], reglu=_IN_PLACE["relu"])
 
 
 def _hooked(model: nn.Module) -> bool:
@@ -56,15 +77,13 @@ def _hooked(model: nn.Module) -> bool:
 
 
 def supports(model: nn.Module, cache: KVCache | None) -> bool:
-    """Whether `DecodeStep` computes exactly what `model(ids, cache=cache)` would, step after step."""
-    from .model import DecoderLM
+    """Whether `DecodeStep` computes exactly what the module path would, step after step."""
+    from .model import DecoderLM, EncoderDecoder
     cfg = getattr(model, "config", None)
-    if not isinstance(model, DecoderLM) or cache is None or model.training:
+    if not isinstance(model, (DecoderLM, EncoderDecoder)) or cache is None or model.training:
         return False
-    pos = getattr(model, "pos", None)
     return (cfg.attn_impl == "fast" and cfg.activation in _IN_PLACE and cfg.pe_combine == "add"
-            and (pos is None or pos.absolute) and getattr(model, "segment", None) is None
-            and not _hooked(model))
+            and getattr(model, "segment", None) is None and not _hooked(model))
 
 
 # The decode step's GEMM routes: nn/routes.py's two, plus oneDNN on a contiguous (out, in) copy of
@@ -188,29 +207,105 @@ class _Layer:
     def __init__(self, layer, streams: bool):
         attn, ffn = layer.self_attn, layer.ffn
         self.index, self.n_heads, self.d_k, self.scale = attn.layer_index, attn.n_heads, attn.d_k, attn.scale
-        self.norm1, self.norm2 = _norm_fn(layer.norm1), _norm_fn(layer.norm2)
         self.pre_ln, self.residual = layer.pre_ln, layer.residual
         self.qkv = _Gemm(*attn._fused("QKV"), attn, "QKV", streams)  # (d_model, 3·H·d_k): Q, K, V
         self.W_O = _Gemm(attn.W_O, attn.b_O, attn, "O", streams)
-        self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
+        self.gated = ffn.gated
+        # a gated FFN's two input projections as one GEMM: [W_G | W_1] (d_model, 2·d_ff)
+        if ffn.gated:
+            self.W_1 = _Gemm(*_gate_W_1(ffn), ffn, "G1", streams)
+        else:
+            self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
         self.W_2 = _Gemm(ffn.W_2, ffn.b_2, ffn, "2", streams)
         self.phi = _IN_PLACE[ffn.activation]
+        self.norm_self = _norm_fn(layer.norm1)
+        self.cross = getattr(layer, "has_cross", False)
+        if self.cross:  # norm2 wraps cross-attention, norm3 the FFN (nn/layers.py)
+            cross = layer.cross_attn
+            self.cross_scale = cross.scale
+            self.cross_W_Q = _Gemm(*cross._fused("Q"), cross, "Q", streams)
+            self.cross_W_O = _Gemm(cross.W_O, cross.b_O, cross, "O", streams)
+            self.norm_cross, self.norm_ffn = _norm_fn(layer.norm2), _norm_fn(layer.norm3)
+        else:
+            self.norm_ffn = _norm_fn(layer.norm2)
+
+
+def _gate_W_1(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A gated FFN's [W_G | W_1] and [b_G | b_1] side by side, a `derived` copy like W_QKV."""
+    def build():
+        with torch.no_grad():
+            b = None if ffn.b_1 is None else torch.cat([ffn.b_G, ffn.b_1])
+            return torch.cat([ffn.W_G, ffn.W_1], dim=1), b
+    return derived(ffn, "W_G1", [ffn.W_G, ffn.W_1, ffn.b_G, ffn.b_1], build)
+
+
+def _cross_W_KV(dec: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Every decoder layer's cross-attention [W_K | W_V] side by side, (d_model, L·2·H·d_k), and its
+    bias: one GEMM turns the encoder memory into all layers' keys and values. A `derived` copy, kept
+    for the generation's `prepared` scope and built again from the weights as they are in the next."""
+    attns = [layer.cross_attn for layer in dec]
+    sources = [t for a in attns for t in (a.W_K, a.W_V, a.b_K, a.b_V)]
+
+    def build():
+        with torch.no_grad():
+            parts = [a._build_fused([a.W_K, a.W_V], [a.b_K, a.b_V]) for a in attns]
+            b = None if parts[0][1] is None else torch.cat([p[1] for p in parts])
+            return torch.cat([p[0] for p in parts], dim=1), b
+    return derived(dec, "cross W_KV", sources, build)
+
+
+class _Memory:
+    """The encoder memory as every decoder layer's cross-attention reads it: keys and values
+    (source, head, src_seq, d_k) per layer, one copy per source, and the source padding as the
+    module path's additive bias (source, 1, 1, src_seq)."""
+
+    def __init__(self, model: nn.Module, memory: torch.Tensor, src_pad: torch.Tensor | None, group: int):
+        # beam search repeats each source `group` times (rows b·K … b·K+K−1, all equal): keep one
+        memory = memory[::group]
+        src_pad = None if src_pad is None else src_pad[::group]
+        cfg = model.config
+        sources, src_len, d_model = memory.shape
+        W, b = _cross_W_KV(model.dec)
+        kv = affine(memory.reshape(sources * src_len, d_model), W, b)  # (source·src_seq, L·2·H·d_k)
+        kv = kv.view(sources, src_len, cfg.dec_layers, 2, cfg.n_heads, cfg.head_dim)
+        # (layer, K|V, source, head, src_seq, d_k): each head's keys contiguous, as attention reads them
+        kv = kv.permute(2, 3, 0, 4, 1, 5).contiguous()
+        self.kv = [(layer[0], layer[1]) for layer in kv]
+        self.bias = model._mask_bias(None, src_pad, memory.dtype)
+        self.sources = sources
 
 
 class DecodeStep:
-    """logits (batch, vocab) of one new token per row, given the cache of everything before it."""
+    """logits (batch, vocab) of one new token per row, given the cache of everything before it.
 
-    def __init__(self, model: nn.Module):
+    For an encoder-decoder model, `memory` and `src_pad` are what `model.encode` returned (repeated
+    `group` times per source for beam search)."""
+
+    def __init__(self, model: nn.Module, memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
+                 group: int = 1):
         self.model = model
-        streams = 4 * sum(p.numel() for p in model.parameters()) > last_level_cache_bytes()
+        # the weights a step reads (not the encoder's): whether they outgrow the last-level cache
+        encoder = {id(p) for p in model.enc.parameters()} if memory is not None else set()
+        read = sum(p.numel() for p in model.parameters() if id(p) not in encoder)
+        streams = 4 * read > last_level_cache_bytes()
         self.layers = [_Layer(layer, streams) for layer in model.dec]
         self.final_norm = _norm_fn(model.dec_norm) if hasattr(model, "dec_norm") else None
         head = model.head
         self.rescale = head.rescale
         self.head = _Gemm(head.streamed_W_U(), head.b_U, head, "U", streams)  # (d_model, vocab) contiguous
-        self.embed = model.embed.forward
-        self.pos = model.pos.forward if hasattr(model, "pos") else None
-        self.embed_norm = _norm_fn(model.embed_norm) if hasattr(model, "embed_norm") else None
+        side = "dec_" if memory is not None else ""  # the decoder's own input side (nn/model.py)
+        self.embed = getattr(model, f"{side}embed").forward
+        pos, embed_norm = getattr(model, f"{side}pos", None), getattr(model, f"{side}embed_norm", None)
+        # the position scheme (§3.5): added to the embedding (absolute), rotating Q and K (RoPE),
+        # or a bias on the scores (T5's relative buckets, ALiBi) — each through its own module
+        kind = None if pos is None else "absolute" if pos.absolute else "rope" if isinstance(pos, RotaryEmbedding) \
+            else "bias"
+        self.pos = {kind: pos.forward} if pos is not None else {}
+        self.embed_norm = _norm_fn(embed_norm) if embed_norm is not None else None
+        # the memory's keys and values are made at the first step: inside the generation's
+        # inference mode and `prepared` scope, like every other prepared tensor
+        self._source = None if memory is None else (memory, src_pad, group)
+        self.memory: _Memory | None = None
         self._bufs: dict[int, dict[str, torch.Tensor]] = {}
 
     def _buffers(self, batch: int, like: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -221,23 +316,42 @@ class DecodeStep:
             new = lambda n: like.new_empty(batch, n)  # noqa: E731
             bufs = {"qkv": new(3 * first.n_heads * first.d_k), "o": new(cfg.d_model), "ff": new(cfg.d_ff),
                     "ff_out": new(cfg.d_model)}
+            if first.cross:
+                bufs.update(q=new(first.n_heads * first.d_k), cross_o=new(cfg.d_model))
+            if first.gated:
+                bufs["gate_ff"] = new(2 * cfg.d_ff)
             self._bufs[batch] = bufs
         return bufs
 
+    def _start(self, cache: KVCache, like: torch.Tensor) -> None:
+        """An empty cache (an encoder-decoder's first step, the start token): its buffers, position 0."""
+        batch = like.shape[0]
+        for layer in self.layers:
+            cache.self_kv[layer.index] = [like.new_empty(batch, layer.n_heads, max(cache.capacity, 1), layer.d_k)
+                                          for _ in range(2)]
+        cache.next_pos = torch.zeros(batch, dtype=torch.long, device=like.device)
+
     def __call__(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """ids (batch,) the newest token of every row; the cache is advanced by one position."""
-        positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
+        if self.memory is None and self._source is not None:
+            self.memory = _Memory(self.model, *self._source)
         x = self.embed(ids.unsqueeze(1))  # (batch, 1, d_model)
-        if self.pos is not None:
-            x = x + self.pos(positions)
+        if cache.length == 0:
+            self._start(cache, x)
+        positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
+        pos = self.pos
+        if "absolute" in pos:
+            x = x + pos["absolute"](positions)
         if self.embed_norm is not None:
             x = self.embed_norm(x)
         x = x.squeeze(1)  # (batch, d_model): one row per sequence, the GEMV's vector
         bufs = self._buffers(x.shape[0], x)
         length = cache.length
+        k_positions = cache.extend("positions", positions)  # (batch, length + 1): the keys'
+        bias = self._bias(pos, positions, k_positions, cache, x)
+        rope = pos["rope"](positions) if "rope" in pos else None
         for layer in self.layers:
-            x = self._layer(layer, x, cache, length, bufs)
-        cache.extend("positions", positions)
+            x = self._layer(layer, x, cache, length, bufs, bias, rope)
         cache.length = length + 1
         cache.next_pos = cache.next_pos + 1
         if self.final_norm is not None:
@@ -246,14 +360,40 @@ class DecodeStep:
             x = x * self.rescale
         return self.head(x, None)  # the caller keeps the logits: a new tensor every step
 
-    def _layer(self, layer: _Layer, x: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
-        """Masked self-attention → Add & Norm → FFN → Add & Norm (§4, §7.5), Pre- or Post-LN."""
-        h = layer.norm1(x) if layer.pre_ln else x
-        y = self._attend(layer, h, cache, length, bufs)
-        x = self._add_norm(layer, x, y, layer.norm1)
-        h = layer.norm2(x) if layer.pre_ln else x
-        y = layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])  # the FFN's one pass (§6)
-        return self._add_norm(layer, x, y, layer.norm2)
+    def _bias(self, pos: dict, positions: torch.Tensor, k_positions: torch.Tensor, cache: KVCache,
+              like: torch.Tensor) -> torch.Tensor | None:
+        """The self-attention scores' additive bias (batch, head|1, 1, length + 1), as the module path
+        builds it (nn/model.py `_mask_bias`): the position bias, and padded keys — a left-padded
+        prompt's — at the most negative number; None where there is neither."""
+        pos_bias = pos["bias"](positions, k_positions) if "bias" in pos else None
+        key_pad = None
+        if cache.padding_mask is not None:  # new positions are never padding (`applies`)
+            key_pad = cache.extend("padding_mask", torch.zeros_like(positions, dtype=torch.bool))
+        if pos_bias is None and key_pad is None:
+            return None
+        return self.model._mask_bias(pos_bias, key_pad, like.dtype)
+
+    def _layer(self, layer: _Layer, x: torch.Tensor, cache: KVCache, length: int, bufs: dict,
+               bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
+        """Masked self-attention → Add & Norm → [cross-attention → Add & Norm] → FFN → Add & Norm
+        (§4, §7.5), Pre- or Post-LN."""
+        h = layer.norm_self(x) if layer.pre_ln else x
+        y = self._attend(layer, h, cache, length, bufs, bias, rope)
+        x = self._add_norm(layer, x, y, layer.norm_self)
+        if layer.cross:
+            h = layer.norm_cross(x) if layer.pre_ln else x
+            y = self._attend_memory(layer, h, bufs)
+            x = self._add_norm(layer, x, y, layer.norm_cross)
+        h = layer.norm_ffn(x) if layer.pre_ln else x
+        return self._add_norm(layer, x, self._ffn(layer, h, bufs), layer.norm_ffn)
+
+    @staticmethod
+    def _ffn(layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
+        """φ(h·W_1 + b_1)·W_2 + b_2 in one pass (§6); gated: φ(h·W_G + b_G) ⊙ (h·W_1 + b_1) first."""
+        if not layer.gated:
+            return layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])
+        gate, pre = layer.W_1(h, bufs["gate_ff"]).chunk(2, dim=1)
+        return layer.W_2(torch.mul(layer.phi(gate), pre, out=bufs["ff"]), bufs["ff_out"])
 
     @staticmethod
     def _add_norm(layer: _Layer, x: torch.Tensor, y: torch.Tensor, norm) -> torch.Tensor:
@@ -261,27 +401,48 @@ class DecodeStep:
         return r if layer.pre_ln else norm(r)
 
     @staticmethod
-    def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict) -> torch.Tensor:
-        """One query per row over the cached keys and its own (no mask needed: it is the last)."""
+    def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict,
+                bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
+        """One query per row over the cached keys and its own (no causal mask: it is the last)."""
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         q, k, v = layer.qkv(h, bufs["qkv"]).view(batch, 3, H, 1, d_k).unbind(1)
+        if rope is not None:  # the new query and key rotated to their position; cached keys already are
+            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
         kb, vb = cache.self_kv[layer.index]
         # narrow, not kb[:, :, i:j]: one call instead of Python's index machinery (~5 µs each)
         kb.narrow(2, length, 1).copy_(k)
         vb.narrow(2, length, 1).copy_(v)
         z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
-                                           scale=layer.scale)  # (batch, head, 1, d_k)
+                                           attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
 
+    def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
+        """Cross-attention: each row's query over its source's memory. The rows of one source (its
+        beams) are that attention's queries: (source, head, beam, d_k) against one copy of the keys."""
+        rows, H, d_k = h.shape[0], layer.n_heads, layer.d_k
+        memory = self.memory
+        k, v = memory.kv[layer.index]
+        q = layer.cross_W_Q(h, bufs["q"]).view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
+        z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale)
+        return layer.cross_W_O(z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"])
 
-def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None) -> DecodeStep | None:
-    """A DecodeStep for this generation, or None where the module path must run."""
-    return DecodeStep(model) if prompt_pad is None and supports(model, cache) else None
+
+def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None = None,
+             memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
+             group: int = 1) -> DecodeStep | None:
+    """A DecodeStep for this generation, or None where the module path must run. An encoder-decoder
+    model needs its `memory`; `group` is how many rows in a row share one source (beam search).
+    (A left-padded prompt is fine: the module path reads it, and the step masks its padding.)"""
+    seq2seq = getattr(getattr(model, "config", None), "arch", None) == "encoder-decoder"
+    if seq2seq != (memory is not None) or not supports(model, cache):
+        return None
+    return DecodeStep(model, memory, src_pad, group)
 
 
 def applies(cache: KVCache, ids: torch.Tensor, pad_id: int | None) -> bool:
-    """Whether this step may take the DecodeStep: room in the cache, no padding among the keys
-    (a generated pad id, possible where pad = eos, is padding to the module path)."""
+    """Whether this step may take the DecodeStep: room in the cache, and no padding among the new
+    tokens (a generated pad id, possible where pad = eos, is padding to the module path; the caller
+    passes pad_id=None where only finished rows can hold one, whose logits nobody reads)."""
     kb = cache.self_kv.get(0)
-    return (kb is not None and cache.length < kb[0].shape[2] and cache.padding_mask is None
+    return (kb is not None and cache.length < kb[0].shape[2]
             and (pad_id is None or not bool((ids == pad_id).any())))
