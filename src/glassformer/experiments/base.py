@@ -63,6 +63,9 @@ class Outcome:
     plots: list[tuple[str, str]] = field(default_factory=list)  # (file name, caption)
     notes: str = ""  # what might explain a result that did not reproduce
     extra: dict = field(default_factory=dict)  # curves etc., kept in the JSON
+    # the row's quality gate: None, or a sentence starting "met:" or "failed:" (claims_doc); a failed
+    # gate makes every check of the row "not tested"
+    gate: str | None = None
 
 
 def tiny_config(vocab_size: int, **changes) -> ModelConfig:

@@ -115,7 +115,7 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
            "variants": [v.to_dict() for v in outcome.variants], "verdict": combine(checks),
            "checks": checks, "setup": outcome.setup, "plots": outcome.plots, "notes": outcome.notes,
            "quick": quick, "seeds": seeds, "seconds": time.perf_counter() - start,
-           "extra": outcome.extra}
+           "extra": outcome.extra, "gate": outcome.gate}
     row = clean(row)
     if cache_dir is not None:
         atomic_write(cache_path(cache_dir, exp_id, quick, len(seeds)), json.dumps(row, ensure_ascii=False))
