@@ -19,6 +19,7 @@ import math
 from typing import Sequence
 
 from . import deltas
+from .gates import design_gate, learned_gate
 from .registry import EXPERIMENTS
 from .seed_claims import SEED_CLAIMS, claim_of, reconcile
 from .stats import LEVEL, finite, holm_levels
@@ -34,15 +35,17 @@ def gate_failed(gate: str | None) -> bool:
 
 
 def _gate(row: dict, check: dict, a: list, b: list) -> str | None:
-    """The first gate that fails (design, row quality, ceiling/floor), else the row's met gate."""
-    for g in (check.get("gate"), row.get("gate")):
-        if g and gate_failed(g):
-            return g
+    """The check's gate: the first that failed (design, the check's, the row's quality gate, learned
+    at training length, the task's ceiling/floor), else the met ones joined, else None."""
+    found = [design_gate(row["id"], check["claim"]), check.get("gate"), row.get("gate"), learned_gate(row, check)]
     if check.get("kind") != "exact":
         why = precondition(a, b, check["higher_is_better"], check.get("ceiling"), check.get("floor"))
-        if why:
-            return f"failed: {why}"
-    return check.get("gate") or row.get("gate")
+        found.append(f"failed: {why}" if why else None)
+    found = [g for g in found if g]
+    failed = [g for g in found if gate_failed(g)]
+    if failed:
+        return failed[0]
+    return "; ".join(found) or None
 
 
 def _values(vs: Sequence) -> list:

@@ -12,7 +12,7 @@ import torch
 
 from ..errors import InputError
 from .base import Context, atomic_write
-from .verdict import combine
+from .verdict import UNTESTED, combine
 
 # id -> module (one module per seed claim)
 EXPERIMENTS = {
@@ -111,6 +111,9 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
     outcome = mod.run(ctx)
     variants = {v.name: v for v in outcome.variants}
     checks = [c.evaluate(variants) for c in outcome.checks]
+    if outcome.gate and outcome.gate.startswith("failed"):  # a failed quality gate: nothing is read
+        for c in checks:
+            c["verdict"] = UNTESTED
     row = {"id": exp_id, "claim": mod.CLAIM, "seed_section": mod.SECTION,
            "variants": [v.to_dict() for v in outcome.variants], "verdict": combine(checks),
            "checks": checks, "setup": outcome.setup, "plots": outcome.plots, "notes": outcome.notes,

@@ -97,3 +97,11 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
         ctx.log(f"{name} (lr {lr}): " + ", ".join(f"len {n}: {[round(x, 3) for x in out[name][n] if x]}"
                                                   for n in lengths))
     return out
+
+
+def text_gate(losses: dict, train_len: int) -> str:
+    """The quality gate of a text row (issue 28 §2): every arm's held-out loss at the training
+    length below the character 4-gram of the same split; the 1–5-gram baselines are in the text."""
+    from .ngram import gate_text, text_baselines
+
+    return gate_text({arm: by_len[train_len] for arm, by_len in losses.items()}, text_baselines())["text"]
