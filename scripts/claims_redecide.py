@@ -1,9 +1,10 @@
 """Re-decide the last full run of docs/claims.md under the decision layer of issue 28, without retraining.
 
-Usage: python scripts/claims_redecide.py — reads docs/claims_issue12.md (the page of the last full
+Usage: python scripts/claims_redecide.py [DIR...] — reads docs/claims_issue12.md (the page of the last full
 `make claims` run: 2.11 h from an empty cache, every row's per-seed values in its tables) and writes
 docs/claims.json and docs/claims.md (`claims_doc.build` and `render`, the same functions as
-`make claims`).
+`make claims`). Each DIR is the --out folder of a `glassformer ablate ID` run of a row the old
+page does not have (the rows issue 28 adds); its results.json rows are appended as measured.
 
 What is taken from the old page and what is not:
 - per-seed values exactly as printed (4 significant digits: the intervals move in the 4th digit);
@@ -169,6 +170,14 @@ def main() -> None:
     rows, before = parse(text)
     minilm_values(rows)
     finish(rows)
+    have = {r["id"] for r in rows}
+    for d in map(Path, sys.argv[1:]):
+        for row in json.loads((d / "results.json").read_text(encoding="utf-8")):
+            if row["id"] in have or row["quick"]:
+                raise SystemExit(f"{d}: row {row['id']!r} is on the old page already or is a --quick run; "
+                                 "give the --out folder of a full run of a new row")
+            rows.append(row)
+            have.add(row["id"])
     rows = [r for i in EXPERIMENTS for r in rows if r["id"] == i]
     baselines = text_baselines()
     status = (
@@ -184,8 +193,9 @@ def main() -> None:
         "flipped two verdicts, which issue 28 says the old status paragraph did not disclose); `khop` 1000 steps, "
         "`recall-extrapolation` 1500. Still measured under the old designs, and said so in their gates or notes: "
         "`norm-placement` and `rnn`'s timing (design gates), the five text rows (4-gram gate), the extrapolation "
-        "checks whose arms never learned at the training length. Rows added by issue 28 (`ln-init-variance`, "
-        "`tied-qk`, `batchnorm-padding`) appear once `make claims` has run them.")
+        "checks whose arms never learned at the training length. The rows issue 28 adds (`ln-init-variance`, "
+        "`batchnorm-padding`, `tied-qk`) were run for this page under the full protocol, each with `glassformer "
+        "ablate ID --out runs/issue28/ID`, and appended as measured.")
     header = {"title": "Do the seeds' claims hold? — `glassformer ablate`", "status": status,
               "intro": f"Load average when this page was written: {os.getloadavg()[0]:.1f}."}
     doc = build(rows, header)

@@ -214,7 +214,7 @@ def render(doc: dict) -> str:
 def _row_section(r: dict, checks: list[dict]) -> list[str]:
     n = len(r["seeds"] or [])
     run = "quick (code check, not a verdict)" if r["quick"] else ("exact (deterministic)" if n == 1 else f"full, {n} seeds")
-    lines = [f"<a id=\"{r['id']}\"></a>", f"## `{r['id']}`", "", f"**Row claim** ({r['seed_section']}): {r['claim']}", "",
+    lines = [f"## `{r['id']}`", "", f"**Row claim** ({r['seed_section']}): {r['claim']}", "",
              f"**Run**: {run}.", "", f"**Setup**: {r['setup']}", "",
              "| arm | metric | values (one per seed) | mean | interval |", "|---|---|---|---|---|"]
     for v in r["variants"]:

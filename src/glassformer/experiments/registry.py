@@ -50,6 +50,10 @@ EXPERIMENTS = {
     "real-pe": "real_pe",
     "real-norm": "real_norm",
     "real-ffn": "real_ffn",
+    # issue 28 §5: cheap untested seed claims (seconds to a minute each)
+    "ln-init-variance": "ln_init_variance",
+    "batchnorm-padding": "batchnorm_padding",
+    "tied-qk": "tied_qk",
 }
 
 

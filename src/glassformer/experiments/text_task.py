@@ -80,7 +80,7 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
     """
     from dataclasses import replace
 
-    from .base import best_lr, run_tagging
+    from .base import best_lr, run_tagging, seeded
 
     task = task or CharTextTask()
     evals = {str(n): task.batches(ctx.pick(1, 4), ctx.pick(8, 32), seed=900 + n, length=n) for n in lengths}
@@ -90,7 +90,7 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
         lr = best_lr(ctx, key, cfg, task, spec, make)
 
         def one(seed: int) -> dict:
-            r = run_tagging(cfg, task, replace(spec, lr=lr), seed, evals, model=make() if make else None)
+            r = run_tagging(cfg, task, replace(spec, lr=lr), seed, evals, model=seeded(make, seed))
             return {n: m["loss"] for n, m in r.metrics.items()}
         per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s)) for seed in ctx.seeds]
         out[name] = {n: [p[str(n)] for p in per_seed] for n in lengths}
