@@ -48,15 +48,15 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
                ("residual", "12 layers: the first layer gets a larger gradient with the residual (≥ ~3×)")),
       why="`residual` measures the two things the sentence names (trainability and the gradient at the input); "
           "`khop` is a task where depth should help, but no arm there learns 3-hop chasing, so it supports only"),
-    S("post-ln-warmup", "seed 000 §4.4", "Post-LN 训练不稳定——需要特别小心的 warmup（学习率从 0 慢慢提升），否则梯度会爆炸",
-      "Post-LN trains unstably: it needs careful warmup, otherwise the gradients explode; Pre-LN does not",
-      rows=("norm-placement", "real-norm", "ln-gradients"),
-      decides=(("ln-gradients", "6 layers: Post-LN's gradient grows toward the output more than Pre-LN's (≥ 2×)"),),
-      why="`norm-placement` trains at one rate where no arm diverges (its gate fails: an LR × warmup grid is "
-          "needed) and `real-norm` stops above the character 4-gram (gate); what remains is the gradient "
-          "mechanism of `ln-gradients` (Xiong et al. 2020), which decides the 'gradients explode' half only; "
-          "confound still in the data: its ≥ 2× comes mostly from Pre-LN's gradient falling toward the output, "
-          "not from Post-LN's growing"),
+    S("post-ln-warmup", "seed 000 §4.4", "Post-LN 训练不稳定——需要特别小心的 warmup（学习率从 0 慢慢提升）……Pre-LN 训练更稳定，不需要 warmup",
+      "Post-LN trains unstably and needs careful warmup; Pre-LN is more stable and needs none",
+      rows=("norm-placement", "real-norm"),
+      why="`norm-placement` trains at one rate where no arm diverges (its design gate fails: an LR × warmup grid "
+          "is needed) and `real-norm` stops above the character 4-gram (quality gate): nothing left decides"),
+    S("post-ln-gradients", "seed 000 §4.4", "否则梯度会爆炸",
+      "(without warmup, Post-LN's) gradients explode", rows=("ln-gradients",),
+      why="the gradient mechanism of Xiong et al. 2020 at initialisation decides; confound still in the data: the "
+          "≥ 2× comes mostly from Pre-LN's gradient falling toward the output, not from Post-LN's growing"),
     S("batchnorm", "seed 000 §5.3", "batch size 小时不稳定……那些填充位的值会干扰归一化的统计量",
       "BatchNorm is unstable at small batch sizes and padding disturbs its statistics", rows=("norm-type",)),
     S("sin-extrapolation", "seed 000 §3.3", "模型在训练时见过 0-511 的位置，推理时可以处理 512-1023 的位置（虽然效果可能略差，但不会完全失效）",
