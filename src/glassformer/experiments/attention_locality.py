@@ -1,4 +1,4 @@
-"""Seed 000 §2.1 and §7.4: shallow layers attend locally, deep layers globally.
+"""Seed 000 §2.6 (Clark et al. 2019, as the seed quotes it): shallow layers attend locally, deep layers globally.
 
 Read off trained models layer by layer (see `layer_probes`): the mean attention distance
 Σ_k p(q, k)·|q − k| (in tokens, averaged over heads and queries) and the entropy of each
@@ -14,7 +14,7 @@ from .report import line_plot
 from .verdict import Check, Variant
 
 ID = "attention-locality"
-SECTION = "seed 000 §2.1, §7.4"
+SECTION = "seed 000 §2.6"  # Clark et al. 2019 as quoted there; §2.1 is the one-head argument
 CLAIM = ("Heads in shallow layers (near the input) attend more to local patterns; heads in deep layers "
          "(near the output) attend more to global, abstract patterns.")
 SEEDS = 5

@@ -63,6 +63,9 @@ class Outcome:
     plots: list[tuple[str, str]] = field(default_factory=list)  # (file name, caption)
     notes: str = ""  # what might explain a result that did not reproduce
     extra: dict = field(default_factory=dict)  # curves etc., kept in the JSON
+    # the row's quality gate: None, or a sentence starting "met:" or "failed:" (claims_doc); a failed
+    # gate makes every check of the row "not tested"
+    gate: str | None = None
 
 
 def tiny_config(vocab_size: int, **changes) -> ModelConfig:
@@ -118,7 +121,7 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
         finals = {}
         for lr in LR_GRID:
             run = run_tagging(cfg, task, dataclasses.replace(spec, lr=lr), SWEEP_SEED,
-                              model=make_model() if make_model else None)
+                              model=seeded(make_model, SWEEP_SEED))
             loss = run.result.final_loss()
             finals[str(lr)] = loss if math.isfinite(loss) else 1e30  # JSON has no inf
         return finals
@@ -126,6 +129,16 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
     best = min(finals, key=finals.get)
     ctx.log(f"{key}: lr sweep {finals} -> {best}")
     return float(best)
+
+
+def seeded(make: Callable[[], torch.nn.Module] | None, seed: int) -> torch.nn.Module | None:
+    """`make()` under `seed`: a model built outside `run_tagging` gets the initialisation of its
+    seed, not whatever state the generator was left in (which made such arms irreproducible:
+    the same seed gave another start depending on what had run before)."""
+    if make is None:
+        return None
+    set_seed(seed)
+    return make()
 
 
 def _first_layer(model: torch.nn.Module) -> torch.nn.Module | None:

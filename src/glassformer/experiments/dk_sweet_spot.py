@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .base import Context, Outcome, tiny_config
 from .real_heads import spec
-from .text_task import CharTextTask, run_arms
+from .text_task import CharTextTask, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "dk-sweet-spot"
@@ -44,4 +44,4 @@ def run(ctx: Context) -> Outcome:
              f"{s.steps} steps, batch {s.batch_size}, warmup {s.warmup}, peak rate per arm from a sweep (full).")
     notes = ("At d_model 128 the 'd_k = 64' arm has 2 heads; the seed's claim is about d_model 512 (8 heads). What "
              "transfers is the shape of the trade-off: whether the middle of the range beats both ends.")
-    return Outcome(variants, checks, setup, notes=notes)
+    return Outcome(variants, checks, setup, notes=notes, gate=text_gate(losses, L))

@@ -57,7 +57,8 @@ def run(ctx: Context) -> Outcome:
             variants += [Variant(f"{name}: loss", "final training loss (nats)", finals),
                          Variant(f"{name}: rebound", "largest loss rebound (nats; inf = diverged)",
                                  [min(rebound(r.result.losses), 10 * init_loss) for r in runs]),
-                         Variant(f"{name}: diverged", "diverged (1 = NaN/inf)", [float(r.result.diverged) for r in runs])]
+                         Variant(f"{name}: diverged", "diverged (1 = NaN/inf)", [float(r.result.diverged) for r in runs],
+                                 rate=True)]
             curves[name] = smooth(mean_curve([r.result.losses for r in runs]))
     step_plot(ctx.out_dir / "norm_placement_loss.png", curves,
               "training loss (mean over seeds, smoothed)", f"6 layers, peak lr {lr}: Post-LN vs Pre-LN")

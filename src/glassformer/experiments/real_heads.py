@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from .base import Context, Outcome, tiny_config
 from .runner import TrainSpec
-from .text_task import CharTextTask, run_arms
+from .text_task import CharTextTask, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "real-heads"
@@ -43,4 +43,4 @@ def run(ctx: Context) -> Outcome:
              f"{L} characters, vocabulary {task.vocab_size}. Decoder-only, 2 layers, d_model 64, d_ff 256, "
              f"Post-LN, sinusoidal PE, embed_scale on; h in {list(HEADS)}; {s.steps} AdamW steps, batch "
              f"{s.batch_size}, warmup {s.warmup}, peak rate per arm from (3e-4, 1e-3, 3e-3) (full protocol).")
-    return Outcome(variants, checks, setup)
+    return Outcome(variants, checks, setup, gate=text_gate(losses, L))

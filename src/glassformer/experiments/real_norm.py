@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from .base import Context, Outcome, tiny_config
 from .real_heads import spec
-from .text_task import CharTextTask, run_arms
+from .text_task import CharTextTask, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "real-norm"
@@ -43,4 +43,4 @@ def run(ctx: Context) -> Outcome:
              f"4 heads, d_ff 256, sinusoidal, embed_scale on, no clipping; {base.steps} steps, batch "
              f"{base.batch_size}; warmup {base.warmup} or 0 (same decay), peak rate per arm from a sweep "
              "(full protocol).")
-    return Outcome(variants, checks, setup)
+    return Outcome(variants, checks, setup, gate=text_gate(out, L))

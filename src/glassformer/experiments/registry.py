@@ -12,7 +12,7 @@ import torch
 
 from ..errors import InputError
 from .base import Context, atomic_write
-from .verdict import combine
+from .verdict import UNTESTED, combine
 
 # id -> module (one module per seed claim)
 EXPERIMENTS = {
@@ -50,6 +50,10 @@ EXPERIMENTS = {
     "real-pe": "real_pe",
     "real-norm": "real_norm",
     "real-ffn": "real_ffn",
+    # issue 28 §5: cheap untested seed claims (seconds to a minute each)
+    "ln-init-variance": "ln_init_variance",
+    "batchnorm-padding": "batchnorm_padding",
+    "tied-qk": "tied_qk",
 }
 
 
@@ -111,11 +115,14 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
     outcome = mod.run(ctx)
     variants = {v.name: v for v in outcome.variants}
     checks = [c.evaluate(variants) for c in outcome.checks]
+    if outcome.gate and outcome.gate.startswith("failed"):  # a failed quality gate: nothing is read
+        for c in checks:
+            c["verdict"] = UNTESTED
     row = {"id": exp_id, "claim": mod.CLAIM, "seed_section": mod.SECTION,
            "variants": [v.to_dict() for v in outcome.variants], "verdict": combine(checks),
            "checks": checks, "setup": outcome.setup, "plots": outcome.plots, "notes": outcome.notes,
            "quick": quick, "seeds": seeds, "seconds": time.perf_counter() - start,
-           "extra": outcome.extra}
+           "extra": outcome.extra, "gate": outcome.gate}
     row = clean(row)
     if cache_dir is not None:
         atomic_write(cache_path(cache_dir, exp_id, quick, len(seeds)), json.dumps(row, ensure_ascii=False))

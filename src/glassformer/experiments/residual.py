@@ -61,7 +61,7 @@ def run(ctx: Context) -> Outcome:
                                     f"log10 first-layer grad norm (mean of first {EARLY} steps)",
                                     [_early_grad(r) for r in runs]))
             variants.append(Variant(f"{name}: diverged", "diverged (1 = NaN/inf loss)",
-                                    [float(r.result.diverged) for r in runs]))
+                                    [float(r.result.diverged) for r in runs], rate=True))
             curves[name] = smooth(mean_curve([r.result.losses for r in runs]))
             grads[name] = smooth(mean_curve([r.result.grad_norms for r in runs]))
     step_plot(ctx.out_dir / "residual_loss.png", curves,

@@ -80,7 +80,7 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
     """
     from dataclasses import replace
 
-    from .base import best_lr, run_tagging
+    from .base import best_lr, run_tagging, seeded
 
     task = task or CharTextTask()
     evals = {str(n): task.batches(ctx.pick(1, 4), ctx.pick(8, 32), seed=900 + n, length=n) for n in lengths}
@@ -90,10 +90,18 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
         lr = best_lr(ctx, key, cfg, task, spec, make)
 
         def one(seed: int) -> dict:
-            r = run_tagging(cfg, task, replace(spec, lr=lr), seed, evals, model=make() if make else None)
+            r = run_tagging(cfg, task, replace(spec, lr=lr), seed, evals, model=seeded(make, seed))
             return {n: m["loss"] for n, m in r.metrics.items()}
         per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s)) for seed in ctx.seeds]
         out[name] = {n: [p[str(n)] for p in per_seed] for n in lengths}
         ctx.log(f"{name} (lr {lr}): " + ", ".join(f"len {n}: {[round(x, 3) for x in out[name][n] if x]}"
                                                   for n in lengths))
     return out
+
+
+def text_gate(losses: dict, train_len: int) -> str:
+    """The quality gate of a text row (issue 28 §2): every arm's held-out loss at the training
+    length below the character 4-gram of the same split; the 1–5-gram baselines are in the text."""
+    from .ngram import gate_text, text_baselines
+
+    return gate_text({arm: by_len[train_len] for arm, by_len in losses.items()}, text_baselines())["text"]

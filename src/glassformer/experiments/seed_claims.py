@@ -1,0 +1,154 @@
+"""The seed sentences the checks test, quoted with their sections, and how the evidence is reconciled.
+
+A row of docs/claims.md used to hold several seed sentences and print one verdict for all of them
+(issue 28: seed 000's exact identity PE(pos+k) = M_k·PE(pos) read "does not hold" because it
+shared a row with seed 003's false variant). Here every check names the seed sentence it tests,
+and each seed sentence gets one reconciled verdict from the checks listed in `decides`, with the
+reason those and not the others decide.
+
+Reconciliation, the same rule for every claim: of the deciding checks, ignore those "not tested";
+none left -> not tested; all hold -> holds; all do not hold -> does not hold; otherwise
+inconclusive. The other checks of a claim are shown beside it as supporting evidence.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .verdict import FAILS, HOLDS, UNSURE, UNTESTED
+
+
+@dataclass(frozen=True)
+class SeedClaim:
+    key: str
+    section: str  # "seed 000 §4.4"
+    quote: str  # the seed's own words
+    english: str
+    rows: tuple[str, ...] = ()  # every check of these rows tests this claim (unless claimed below)
+    checks: tuple[tuple[str, str], ...] = ()  # (row, check) pairs taken from other claims' rows
+    decides: tuple[tuple[str, str], ...] = ()  # empty: all main checks of the claim decide
+    why: str = "all main checks of the claim decide; each tests the sentence directly"
+
+    @property
+    def text(self) -> str:
+        return f"{self.section}: 「{self.quote}」 ({self.english})"
+
+
+S = SeedClaim
+SEED_CLAIMS: tuple[SeedClaim, ...] = (
+    S("position-blind", "seed 000 §3.1", "如果我把输入 X 的行（各个词）任意排列……自注意力的输出也做对应的排列",
+      "permute the words and self-attention's output is permuted the same way: without position, order is lost",
+      rows=("pe-order",)),
+    S("scaling", "seed 000 §1.5", "当 d_k 很大时，点积的方差会爆炸……梯度接近零，模型根本学不动",
+      "for large d_k the dot product's variance explodes; a near one-hot softmax has near-zero gradient",
+      rows=("scaling",)),
+    S("residual", "seed 000 §4.1", "如果没有残差连接，深层根本不可训练",
+      "without residual connections deep stacks cannot be trained", rows=("residual", "khop"),
+      decides=(("residual", "12 layers: the residual model reaches a lower loss"),
+               ("residual", "12 layers: the first layer gets a larger gradient with the residual (≥ ~3×)")),
+      why="`residual` measures the two things the sentence names (trainability and the gradient at the input); "
+          "`khop` is a task where depth should help, but no arm there learns 3-hop chasing, so it supports only"),
+    S("post-ln-warmup", "seed 000 §4.4", "Post-LN 训练不稳定——需要特别小心的 warmup（学习率从 0 慢慢提升）……Pre-LN 训练更稳定，不需要 warmup",
+      "Post-LN trains unstably and needs careful warmup; Pre-LN is more stable and needs none",
+      rows=("norm-placement", "real-norm"),
+      why="`norm-placement` trains at one rate where no arm diverges (its design gate fails: an LR × warmup grid "
+          "is needed) and `real-norm` stops above the character 4-gram (quality gate): nothing left decides"),
+    S("post-ln-gradients", "seed 000 §4.4", "否则梯度会爆炸",
+      "(without warmup, Post-LN's) gradients explode", rows=("ln-gradients",),
+      why="the gradient mechanism of Xiong et al. 2020 at initialisation decides; confound still in the data: the "
+          "≥ 2× comes mostly from Pre-LN's gradient falling toward the output, not from Post-LN's growing"),
+    S("batchnorm", "seed 000 §5.3", "batch size 小时不稳定……那些填充位的值会干扰归一化的统计量",
+      "BatchNorm is unstable at small batch sizes and padding disturbs its statistics", rows=("norm-type",)),
+    S("sin-extrapolation", "seed 000 §3.3", "模型在训练时见过 0-511 的位置，推理时可以处理 512-1023 的位置（虽然效果可能略差，但不会完全失效）",
+      "a model trained on positions 0–511 can process 512–1023: perhaps slightly worse, but it does not fail",
+      rows=("pe-extrapolation", "recall-extrapolation", "real-pe"),
+      why="all main checks decide, except those whose arms never learned the task at the training length (gate) and the text row (below the 4-gram gate); confound still in the data: accuracy at 2L mixes in-range positions, and the learned table's untrained rows are N(0, 0.02²) beside tokens of norm ≈ 8, so 'learned' is no-PE past L"),
+    S("alibi-inverse", "seed 003 §3", "ALiBi直接用一个与距离成反比的偏置项替代正弦编码",
+      "ALiBi replaces the sinusoids with a bias inversely proportional to distance", rows=("alibi-distance",)),
+    S("alibi-better", "seed 003 §3", "效果更好且支持更长序列",
+      "(ALiBi) works better and supports longer sequences",
+      checks=(("pe-extrapolation", "ALiBi beats sinusoidal at 4L"),
+              ("recall-extrapolation", "copy: ALiBi beats sinusoidal at 256 (8× the training length)"),
+              ("recall-extrapolation", "recall: ALiBi beats sinusoidal at 256 (8× the training length)"),
+              ("real-pe", "ALiBi beats sinusoidal at 4L = 256"))),
+    S("rope", "seed 000 §3.5", "RoPE……外推能力更好", "RoPE extrapolates better",
+      checks=(("pe-extrapolation", "RoPE beats sinusoidal at 4L"), ("real-pe", "RoPE beats sinusoidal at 4L = 256"))),
+    S("pe-shift-linear", "seed 000 §3.3", "可以通过 PE_pos 的线性变换得到 PE_pos+k",
+      "PE(pos+k) is a linear transformation of PE(pos), so the model can attend by relative distance",
+      rows=("pe-relative-use",), checks=(("pe-linear", "PE(pos+k) = M_k·PE(pos) for one fixed M_k (k = 7)"),),
+      decides=(("pe-linear", "PE(pos+k) = M_k·PE(pos) for one fixed M_k (k = 7)"),),
+      why="the sentence is an identity: the exact check decides; `pe-relative-use` (whether training uses it) supports"),
+    S("pe-difference-linear", "seed 003 §3", "PE(p)-PE(q)可以被表示为PE(p-q)的线性函数",
+      "PE(p) − PE(q) is a linear function of PE(p − q)",
+      checks=(("pe-linear", "PE(p) − PE(q) is a linear function of PE(p − q)"),)),
+    S("arange", "seed 003 §3", "用torch.arange(max_len)生成位置索引却忘了将其转换为浮点类型。结果……整个位置编码矩阵变成全零",
+      "an integer torch.arange makes the whole encoding zero", rows=("arange-pe",)),
+    S("add-concat", "seed 000 §3.4", "实际效果：Add 比 Concat 好", "adding the encoding works better than concatenating it",
+      rows=("pe-add-concat",)),
+    S("heads", "seed 000 §2.1", "如果只给你一个\"注意力头\"……很少能同时学到所有这些东西",
+      "one attention head rarely learns several kinds of relation at once", rows=("heads", "real-heads"),
+      why='the synthetic two-relation task decides; `real-heads` stops above the character 4-gram, where two characters of context and one head suffice, so it is not tested'),
+    S("dk-64", "seed 003 §2", "64是工程实践中的经验平衡点太小如16导致每个头能捕捉的模式太单薄太大如128则头数变少多样性下降",
+      "d_k = 64 is the balance point: 16 is too thin, 128 leaves too few heads", rows=("dk-sweet-spot",),
+      checks=(("heads", "seed 003 §2: d_k = 16 (h = 4) beats d_k = 4 (h = 16): 'too small a d_k is too thin'"),)),
+    S("head-slices", "seed 003 §2", "它拿到的不是完整512维向量而是每个词向量的前64维切片",
+      "head 1 receives only the first 64 of the 512 dimensions", rows=("head-slices",)),
+    S("concat-wo", "seed 003 §2", "为什么必须拼接后再过W^O因为八个头的输出是异构的……直接相加会破坏各自的物理意义",
+      "the heads must be concatenated and passed through W^O; adding them would destroy their meaning",
+      rows=("concat-wo",)),
+    S("ffn-role", "seed 000 §6.3", "前馈网络：逐位置的。每个词关起门来，在自己的表示空间里做非线性变换。这是\"思考\"",
+      "the FFN, position by position, is where the model 'thinks' (the non-linear recombination)",
+      rows=("ffn", "ffn-capacity", "real-ffn"),
+      why="`ffn-capacity` decides (`ffn` sits at its task's ceiling, `real-ffn` below the 4-gram gate); confound still in the data: no parameter-matched non-FFN arm, so 'more parameters' is not ruled out"),
+    S("ffn-share", "seed 003 §5", "以BERT-base为例其总参数约1.1亿其中FFN部分占约70%每个Block有两个FFN",
+      "in BERT-base (≈ 110M parameters) the FFN is ≈ 70%, two FFNs per block", rows=("ffn-share",)),
+    S("rnn-speed", "seed 000 §8.1", "Transformer 处理一个 512 词的句子比 RNN 快 10-100 倍（取决于序列长度和硬件）",
+      "the Transformer processes a 512-word sentence 10–100× faster than an RNN (depending on length and hardware)",
+      rows=("rnn",)),
+    S("long-range", "seed 000 §8.2", "Transformer 天然适合处理远距离依赖",
+      "the Transformer is naturally suited to long-range dependencies",
+      checks=(("rnn", "the Transformer learns the long-range dependency better"),)),
+    S("attention-cost", "seed 000 §8.1", "自注意力的计算复杂度是 O(n²·d)", "self-attention costs O(n²·d)",
+      rows=("attention-cost",)),
+    S("convergence", "seed 000 §7.4", "所有词对之间的相似度都上升了", "every pair of words becomes more similar",
+      rows=("representation-convergence",),
+      why='both main checks decide; confounds still in the data: no cross-sentence (anisotropy) baseline is subtracted and MiniLM (all-MiniLM-L6-v2) is a contrastively trained sentence encoder, not a plain MLM'),
+    S("locality", "seed 000 §2.6", "浅层（接近输入的层）的头更多关注局部模式，深层（接近输出的层）的头更多关注全局/抽象模式",
+      "heads in shallow layers attend locally, heads in deep layers globally", rows=("attention-locality",),
+      why="both main checks decide and disagree (MiniLM farther, the causal LM nearer); confound still in the data: about half of MiniLM's growth is attention to [CLS]/[SEP]"),
+    S("no-layernorm", "seed 003 §4", "移除LayerNorm后即使有残差连接训练loss在第3个epoch就开始剧烈震荡验证集准确率停滞在随机水平",
+      "without LayerNorm, even with residuals, the loss oscillates and validation accuracy stays at chance",
+      rows=("no-layernorm",),
+      why='the main check decides; confound still in the data: the 12-layer model without LayerNorm starts at a loss of ~2,460 nats, so it fails at step 0 from scaling, not from the oscillation the seed describes'),
+    S("paper-pre-norm", "seed 003 §4", "原始论文将它放在每个子层MultiHeadAtt和FFN的输入端即先Norm再计算子层。这被称为“pre-norm”",
+      "the original paper puts LayerNorm at each sublayer's input (pre-norm)", rows=("paper-norm",)),
+    S("variance-growth", "seed 000 §4.4", "Post-LN 中，残差路径的输入可能被前面层的累积效应偏移，导致子层接收到的信号方差越来越大",
+      "in Post-LN the sublayers receive a signal whose variance keeps growing", rows=("ln-init-variance",),
+      why="the main check decides (Post-LN's sublayer input); Pre-LN's growing stream is the side check that says what grows instead"),
+    S("why-three", "seed 000 §1.9", "Q 和 K 分工：Q 负责\"提问\"……K 负责\"被找到\"",
+      "Q and K have different jobs, so they need separate projections", rows=("tied-qk",),
+      why='the main check decides: speed to a loss bar, since both arms reach ≈ 99% accuracy on lag(1)'),
+)
+
+
+def claim_of(row: str, check: str) -> SeedClaim | None:
+    """The seed claim a check tests: an explicit (row, check) pair first, then the row."""
+    for c in SEED_CLAIMS:
+        if (row, check) in c.checks:
+            return c
+    for c in SEED_CLAIMS:
+        if row in c.rows:
+            return c
+    return None
+
+
+def reconcile(verdicts: list[str]) -> str:
+    """The rule of the module docstring."""
+    tested = [v for v in verdicts if v != UNTESTED]
+    if not tested:
+        return UNTESTED
+    if all(v == HOLDS for v in tested):
+        return HOLDS
+    if all(v == FAILS for v in tested):
+        return FAILS
+    return UNSURE
