@@ -260,3 +260,75 @@ def test_optimizer_is_fused_adamw_with_torchs_update():
         o.step()
     for p, q in zip(model.parameters(), twin.parameters()):
         torch.testing.assert_close(p.detach(), q.detach(), rtol=1e-6, atol=1e-7)
+
+
+def test_a_resumed_run_keeps_its_time_budget(tmp_path, monkeypatch):
+    """--resume continues the run's clock (issue 31 §5): a 30 s budget stopped at 10 s has 20 s left,
+    not a fresh 30. The clock is driven by hand, one second per step, so the count is exact."""
+    from glassformer.train import loop
+    now = [1000.0]
+    monkeypatch.setattr(loop, "clock", lambda: now[0])
+
+    def tick(step, model, loss):
+        now[0] += 1.0
+
+    data = digit_task("copy", n=300)
+    base = dict(task="copy", out=str(tmp_path / "run"), eval_every=1000, batch_size=8, quiet=True, eval_size=8,
+                max_minutes=0.5, schedule="wsd")
+    train(TrainConfig(**base, max_steps=10), data=data, model_overrides=TINY, callbacks=[tick])
+    assert load_train_state(tmp_path / "run" / "checkpoint")["elapsed_s"] == pytest.approx(10.0)
+    now[0] += 3600.0  # an hour stopped: not part of the budget
+    result = train(TrainConfig(**base, max_steps=10_000), data=data, resume=True, callbacks=[tick])
+    assert result.stop_reason == "max_minutes" and result.step == 30  # 10 + the 20 s left, one step a second
+    assert result.elapsed_s == pytest.approx(30.0)
+    logged = [r["elapsed_s"] for r in _metrics(tmp_path / "run") if r["split"] == "train"]
+    assert logged == sorted(logged) and max(logged) <= 30.0  # one clock across both processes
+
+
+def test_resume_from_another_folder_finds_the_data(tmp_path, monkeypatch, capsys):
+    """The data path is stored absolute: a run started with a relative --data resumes from anywhere.
+    A run holding a relative path (made before) is told to name the file."""
+    import os
+
+    from glassformer.cli import main
+    from glassformer.train import train_state
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "pairs.tsv").write_text("".join(f"{i} {i + 1}\t{i + 1} {i}\n" for i in range(40)),
+                                              encoding="utf-8")
+    out = tmp_path / "run"
+    flags = ["--d-model", "16", "--heads", "2", "--layers", "1", "--d-ff", "32", "--quiet", "--eval-size", "4",
+             "--eval-every", "2", "--threads", "1"]
+
+    def cli(*argv):
+        monkeypatch.setattr("sys.argv", ["glassformer", *argv])
+        try:
+            main()
+            code = 0
+        except SystemExit as e:
+            code = e.code or 0
+        return code, capsys.readouterr().err
+
+    monkeypatch.chdir(tmp_path / "a")
+    code, err = cli("train", "--task", "tsv", "--data", "pairs.tsv", "--tokenizer", "word", "--max-steps", "2",
+                    "--out", str(out), *flags)
+    assert code == 0, err
+    monkeypatch.chdir(tmp_path / "b")
+    code, err = cli("train", "--out", str(out), "--resume", "--max-steps", "4", "--quiet")
+    assert code == 0, err
+    assert load_train_state(out / "checkpoint")["step"] == 4
+    # an older run's state: the path as typed, relative to the folder it was started from
+    folder = out / "checkpoint"
+    state = train_state.read_state(folder)
+    state["train_config"]["data"] = "pairs.tsv"
+    train_state.write_state(folder, state)
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    meta["train_config"]["data"] = "pairs.tsv"
+    (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+    code, err = cli("train", "--out", str(out), "--resume", "--max-steps", "6", "--quiet")
+    assert code == 2 and err.count("\n") == 1, err
+    assert "--data pairs.tsv, which is not a file from here" in err and "resume with --data PATH" in err
+    code, err = cli("train", "--out", str(out), "--resume", "--max-steps", "6", "--quiet",
+                    "--data", os.fspath(tmp_path / "a" / "pairs.tsv"))
+    assert code == 0, err

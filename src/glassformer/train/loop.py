@@ -13,6 +13,7 @@ log and write (`Runtime.is_main`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import random
@@ -25,7 +26,7 @@ import numpy as np
 import torch
 
 from ..config import ModelConfig
-from ..errors import GlassformerError
+from ..errors import GlassformerError, InputError
 from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
@@ -37,6 +38,8 @@ from .schedule import WSD_DECAY, make_scheduler
 from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
 
 DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
+clock = time.monotonic  # the run's clock (a test drives it by hand)
+
 RESUME_KEYS = ("optimizer", "scheduler", "stream", "rng", "step", "bad_evals", "tokens_seen", "best_score",
                "best_metrics", "train_config")  # what a checkpoint must hold for --resume
 
@@ -185,11 +188,19 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         from .config import TrainConfig
         was = state["train_config"]  # limits not given again are the run's own
         limits = {k: getattr(cfg, k) if getattr(cfg, k) is not None else was[k] for k in ("max_steps", "max_minutes")}
-        cfg = TrainConfig.from_dict({**was, "out": cfg.out, "quiet": cfg.quiet, **limits})
+        cfg = TrainConfig.from_dict({**was, "out": cfg.out, "quiet": cfg.quiet, **limits,
+                                     **({"data": cfg.data} if cfg.data is not None else {})})
+        if cfg.data is not None and not Path(cfg.data).is_file():
+            # runs made before data paths were stored absolute hold the path as typed, relative to
+            # the folder the run was started from
+            raise InputError(f"{run_dir} was trained on --data {cfg.data}, which is not a file from here "
+                             f"({Path.cwd()}); resume with --data PATH naming that file")
         model_config = saved.config
         if data is None:  # the task's data again, read with the run's own tokenizers
             data = load_task(cfg, (saved.src_tokenizer, saved.tgt_tokenizer))
     else:
+        if cfg.data is not None:  # stored absolute: a resume from another folder finds the same file
+            cfg = dataclasses.replace(cfg, data=str(Path(cfg.data).resolve()))
         found = run_folder.guard_new_run(run_dir, force)
         if rt.is_main:
             run_folder.clear(run_dir, found)
@@ -236,7 +247,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
-                 "train_config": cfg.to_dict()}
+                 "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
         ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
                              {**meta_base, "step": step, "metrics": _public(metrics)})
 
@@ -245,10 +256,12 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         model.train()
         return distributed.broadcast(m, rt)  # rank 0 scores; every worker takes the same decisions
 
-    start = time.monotonic()
+    # the run's clock: seconds of training before this process (a resumed run keeps its budget and
+    # the schedule's position; the time it lay stopped does not count)
+    start = clock() - (state.get("elapsed_s", 0.0) if state is not None else 0.0)
     stop_reason = "max_steps"
     progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
-    window_tokens, window_start = 0, time.monotonic()
+    window_tokens, window_start = 0, clock()
     with progress, run_folder.GracefulInterrupt() as interrupt:
         while True:
             if interrupt.requested:  # between steps: the state saved below is of whole steps only
@@ -257,7 +270,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             if max_steps is not None and step >= max_steps:
                 stop_reason = "max_steps"
                 break
-            elapsed = time.monotonic() - start
+            elapsed = clock() - start
             if cfg.max_minutes is not None:  # rank 0's clock decides, so no worker stops alone
                 elapsed = distributed.broadcast(elapsed, rt)
             if cfg.max_minutes is not None and elapsed >= cfg.max_minutes * 60:
@@ -281,12 +294,12 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             for fn in callbacks:
                 fn(step, model, loss)
             if step % cfg.log_every == 0:
-                now = time.monotonic()
+                now = clock()
                 tps = window_tokens / max(now - window_start, 1e-9)
                 window_tokens, window_start = 0, now
                 log.write({"step": step, "split": "train", "loss": loss, "lr": lr, "tokens_per_s": tps,
                            "elapsed_s": now - start})
-                progress.update(step, time.monotonic() - start, loss=loss, lr=lr, tps=tps)
+                progress.update(step, clock() - start, loss=loss, lr=lr, tps=tps)
             if step % cfg.eval_every == 0:
                 metrics = run_eval()
                 score = _score(metrics, monitor)
@@ -296,7 +309,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                     save("best", False, metrics)
                 elif not (cfg.schedule == "wsd" and budget["spent"] < 1.0 - WSD_DECAY):
                     bad_evals += 1  # wsd: patience counts in the decay phase only (its rate is what stalls)
-                log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})
+                log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": clock() - start})
                 progress.note(_eval_line(step, metrics, improved))
                 save("checkpoint", True, metrics)
                 last_saved = step
@@ -314,12 +327,12 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             f"{run_folder.resume_command(cfg)}", interrupt.signum)
     if last_saved != step:  # stopped between evaluations: score and save where we are
         metrics = run_eval()
-        log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": time.monotonic() - start})
+        log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": clock() - start})
         if best_score is None or _score(metrics, monitor) > best_score:
             best_score, best_metrics = _score(metrics, monitor), _public(metrics)
             save("best", False, metrics)
         save("checkpoint", True, metrics)
-    result = _finish(cfg, data, run_dir, step, stop_reason, time.monotonic() - start, best_metrics, log, rt)
+    result = _finish(cfg, data, run_dir, step, stop_reason, clock() - start, best_metrics, log, rt)
     distributed.shutdown(rt)
     return result
 

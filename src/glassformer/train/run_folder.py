@@ -83,8 +83,11 @@ def check_same_run(run_dir: Path, given, was: dict, fingerprint: str | None) -> 
     if given.task != was.get("task"):
         raise InputError(f"{run_dir} is a --task {was.get('task')} run; --resume continues it only with "
                          f"--task {was.get('task')} (use another --out for a new {given.task} run)")
-    if given.data is not None and was.get("data") is not None \
-            and Path(given.data).resolve() != Path(was["data"]).resolve():
+    stored = was.get("data")
+    # a relative stored path (runs made before paths were stored absolute) names a file relative to a
+    # folder not recorded: it cannot be compared, and the SHA-256 below decides alone
+    comparable = stored is not None and (Path(stored).is_absolute() or Path(stored).exists())
+    if given.data is not None and comparable and Path(given.data).resolve() != Path(stored).resolve():
         raise InputError(f"{run_dir} was trained on --data {was['data']}, not {given.data}; resume it with its own "
                          "data or start a new run with another --out")
     data = given.data or was.get("data")
