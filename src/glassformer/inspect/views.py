@@ -17,6 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from ..viz.fonts import caption, labels  # noqa: E402  (CJK tokens: a CJK font, or the fallback)
 from .roles import ROLES  # noqa: E402
 
 
@@ -32,14 +33,14 @@ def model_view(P: np.ndarray, tokens: Sequence[str], path: str | Path,
             ax.set_xticks([]), ax.set_yticks([])
             label = f"L{l}H{h}" + (f" {roles[l, h]}" if roles is not None else "")
             ax.set_title(label, fontsize=6)
-    fig.suptitle(title or " ".join(tokens), fontsize=8)
+    fig.suptitle(caption(title or " ".join(tokens)), fontsize=8)
     fig.tight_layout()
     return _save(fig, path)
 
 
 def head_view(pattern: np.ndarray, tokens: Sequence[str], path: str | Path, title: str = "") -> Path:
     """One head: query tokens (left) joined to key tokens (right), line width ∝ weight; and its heatmap."""
-    S = len(tokens)
+    S, tokens = len(tokens), labels(list(tokens))
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, max(3, 0.28 * S + 1)),
                                    gridspec_kw={"width_ratios": [1, 1.2]})
     y = -np.arange(S)
@@ -59,7 +60,7 @@ def head_view(pattern: np.ndarray, tokens: Sequence[str], path: str | Path, titl
     ax2.set_yticks(range(S), tokens, fontsize=7)
     ax2.set_xlabel("key"), ax2.set_ylabel("query")
     fig.colorbar(im, ax=ax2, fraction=0.046)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(caption(title), fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -90,7 +91,7 @@ def trend_plot(trends: dict[str, np.ndarray], path: str | Path, title: str = "")
         x = np.arange(v.shape[1])
         ax.errorbar(x, np.nanmean(v, 0), yerr=np.nanstd(v, 0), marker="o", capsize=3)
         ax.set_xlabel("layer"), ax.set_title(k), ax.set_xticks(x)
-    fig.suptitle(title, fontsize=9)
+    fig.suptitle(caption(title), fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
 
@@ -103,7 +104,7 @@ def scatter(Y: np.ndarray, labels: np.ndarray, path: str | Path, title: str = ""
         m = labels == lab
         ax.scatter(Y[m, 0], Y[m, 1], s=6, color=colours(i % 20), label=f"head {lab}")
     ax.legend(fontsize=6, markerscale=2, ncol=2)
-    ax.set_title(title, fontsize=9)
+    ax.set_title(caption(title), fontsize=9)
     fig.tight_layout()
     return _save(fig, path)
 

@@ -18,7 +18,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..viz.fonts import labels  # noqa: E402  (a CJK font for 猫 吃 鱼, or #i labels and one warning)
+from ..viz.fonts import caption, labels  # noqa: E402  (a CJK font for 猫 吃 鱼, or #i labels and one warning)
 
 def read_metrics(path: str | Path) -> list[dict]:
     return [json.loads(ln) for ln in Path(path).read_text(encoding="utf-8").splitlines() if ln.strip()]
@@ -78,7 +78,7 @@ def alignment_heatmap(weights, src_tokens: Sequence[str], tgt_tokens: Sequence[s
             ax.text(j, i, f"{w[i, j]:.2f}", ha="center", va="center", fontsize=8,
                     color="white" if w[i, j] > 0.6 * w.max() else "black")
     fig.colorbar(im, ax=ax, fraction=0.046, pad=0.04)
-    ax.set_title(title, fontsize=10, pad=28)
+    ax.set_title(caption(title), fontsize=10, pad=28)
     fig.tight_layout()
     out = Path(out_png)
     fig.savefig(out)

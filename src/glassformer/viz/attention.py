@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fonts import labels
+from .fonts import caption, labels
 
 
 def plot_attention(patterns: list[np.ndarray], tokens: list[str], path: str | Path,
@@ -38,7 +38,7 @@ def plot_attention(patterns: list[np.ndarray], tokens: list[str], path: str | Pa
                         ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=8,
                                 color="black" if v > 0.6 else "white")
     fig.colorbar(image, ax=axes, shrink=0.8, label="weight (each row sums to 1)")
-    fig.suptitle(title)
+    fig.suptitle(caption(title))
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .fonts import labels
+from .fonts import caption, labels
 
 
 def plot_heatmap(values: np.ndarray, rows: list[str], cols: list[str], path: str | Path, title: str,
@@ -31,7 +31,7 @@ def plot_heatmap(values: np.ndarray, rows: list[str], cols: list[str], path: str
         image = ax.imshow(values, cmap="viridis", aspect="auto")
     ax.set_xticks(range(len(cols)), col_names, rotation=90 if len(cols) > 10 else 0)
     ax.set_yticks(range(len(rows)), row_names)
-    ax.set_title(title, fontsize=10)
+    ax.set_title(caption(title), fontsize=10)
     if annotate if annotate is not None else values.size <= 120:
         for i in range(values.shape[0]):
             for j in range(values.shape[1]):
