@@ -2,8 +2,9 @@
 
 The cases are generated from the CLI's own option list, not from today's flags: for each command
 and each of its numeric or text parameters, the command line gets that parameter's bad values (an
-integer beyond 64 bits; a seed outside NumPy's 0 … 2³² − 1; more threads than cores; a beam of 0 or past 128; NaN and
-infinities; text holding a byte that is not UTF-8, as Python passes one on: a lone surrogate) and
+integer beyond 64 bits; a seed outside NumPy's 0 … 2³² − 1; more threads than cores; a beam of 0 or
+past 128; NaN and infinities; text holding a byte that is not UTF-8, as Python passes one on: a lone
+surrogate; a path through a regular file; a folder where one output file is written) and
 valid dummies for whatever else is required. Each must end with exit status 2 and one line that
 names the argument — no traceback, and nothing run. A new command is covered with nothing added.
 """
@@ -18,7 +19,7 @@ import pytest
 import typer.main
 
 from glassformer.cli import app, main
-from glassformer.commands._arguments import BEAM_MAX, _cores
+from glassformer.commands._arguments import BEAM_MAX, OUT_IS_A_FILE, OUTPUT_FILES, _cores
 
 GROUP = typer.main.get_command(app)
 DUMMY = {"integer": "1", "float": "1.0", "text": "x", "path": "x"}
@@ -32,8 +33,14 @@ def _kind(param) -> str:
     return {int: "integer", float: "float", str: "text"}.get(a, "path" if a is Path else "other")
 
 
-def _bad_values(param) -> list[str]:
+def _bad_values(param, command: str = "") -> list[str]:
     kind = _kind(param)
+    if kind == "path":  # the test runs in a folder holding a file `afile` and a folder `adir`
+        bad = ["afile/x"]  # through a regular file: cannot exist, read or written
+        callback = GROUP.commands[command].callback.__name__ if command else ""
+        if param.name in OUTPUT_FILES or (param.name == "out" and callback in OUT_IS_A_FILE):
+            bad.append("adir")  # an output file that is a folder
+        return bad
     if kind == "integer":
         bad = [str(2 ** 70), str(-2 ** 70)]
         if param.name == "seed":
@@ -71,18 +78,22 @@ def _command_line(command: str, target, bad: str) -> list[str]:
 
 
 CASES = [(name, p.name, bad) for name, cmd in sorted(GROUP.commands.items()) for p in cmd.params
-         for bad in _bad_values(p)]
+         for bad in _bad_values(p, name)]
 
 
 def test_the_cases_cover_every_command_with_numbers_or_text():
     covered = {c for c, _, _ in CASES}
     assert {"train", "generate", "translate", "walkthrough", "inspect", "lens", "serve", "eval"} <= covered
     assert len(CASES) > 100
+    assert {(c, b) for c, n, b in CASES if b == "adir"} >= {("export-html", "adir"), ("walkthrough", "adir"),
+                                                           ("lens", "adir"), ("bench", "adir")}
 
 
 @pytest.mark.parametrize("command, name, bad", CASES, ids=[f"{c}-{n}-{b!a}" for c, n, b in CASES])
 def test_every_bad_argument_is_one_line_and_exit_2(command, name, bad, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)  # nothing a command might write lands in the checkout
+    (tmp_path / "afile").write_text("x")
+    (tmp_path / "adir").mkdir()
     target = next(p for p in GROUP.commands[command].params if p.name == name)
     monkeypatch.setattr(sys, "argv", ["glassformer", *_command_line(command, target, bad)])
     with pytest.raises(SystemExit) as e:

@@ -14,8 +14,15 @@ below can take it. Each command's callback is wrapped (`checked`) so that before
 - every text is valid UTF-8: Python hands bytes it cannot decode to the program as lone
   surrogates (PEP 383), which the tokenizers reject with a TypeError.
 
-A command registered later gets the same checks with nothing to add. Paths are left to the file
-readers (a file name need not be UTF-8 on Linux).
+- a path can exist: one that runs through a regular file (`--out notes.txt/x`) is refused before
+  any work, whichever command and whether it is read or written;
+- an output *file* (`--json`, `--markdown`, `--html`, `--md`, `--report`, and `--out` where a command
+  writes one file) that names an existing folder is refused: the atomic write's temporary file was
+  otherwise what the error named.
+
+A command registered later gets the same checks with nothing to add (a new output-file flag is one
+name in OUTPUT_FILES). Whether a path exists or holds the right data is left to the readers (a
+file name need not be UTF-8 on Linux).
 """
 
 from __future__ import annotations
@@ -34,6 +41,11 @@ from ..errors import InputError
 INT64_MAX = 2 ** 63 - 1
 SEED_MAX = 2 ** 32 - 1  # numpy.random.seed's limit; torch.manual_seed takes more
 BEAM_MAX = 128  # beam search papers stop well below: past ~10 beams translation quality falls (Koehn & Knowles 2017)
+
+
+# parameters that name one file the command writes: by name everywhere, and `out` in these commands
+OUTPUT_FILES = {"json_path", "md", "md_path", "markdown", "html_path", "report"}
+OUT_IS_A_FILE = {"ablate_heads", "case_study", "export_html", "lens", "patch"}
 
 
 def _flag(name: str) -> str:
@@ -56,42 +68,76 @@ def _bad_text(text: str) -> int | None:
     return None
 
 
-def check_value(name: str, value: Any) -> None:
-    """Refuse `value` of argument `name` in one line when the library below cannot take it."""
+def check_value(name: str, value: Any, flag: str | None = None) -> None:
+    """Refuse `value` of argument `name` (typed as `flag`) in one line when the library below cannot take it."""
+    flag = flag or _flag(name)
     if isinstance(value, (list, tuple)):
         for v in value:
-            check_value(name, v)
+            check_value(name, v, flag)
         return
-    if isinstance(value, bool) or value is None or isinstance(value, PurePath):
+    if isinstance(value, bool) or value is None:
+        return
+    if isinstance(value, PurePath):
+        _check_path(flag, value)
         return
     if isinstance(value, int):
         if name.lower() == "seed" and not 0 <= value <= SEED_MAX:
-            raise InputError(f"{_flag(name)} {value} is out of range; a seed is an integer from 0 to {SEED_MAX}")
+            raise InputError(f"{flag} {value} is out of range; a seed is an integer from 0 to {SEED_MAX}")
         if name.lower() in ("beam", "beam_size") and not 1 <= value <= BEAM_MAX:
-            raise InputError(f"{_flag(name)} {value} is out of range; a beam is 1 (greedy) to {BEAM_MAX} wide")
+            raise InputError(f"{flag} {value} is out of range; a beam is 1 (greedy) to {BEAM_MAX} wide")
         if name.lower() == "threads" and not 1 <= value <= _cores():
-            raise InputError(f"{_flag(name)} {value} is out of range; this machine runs 1 to {_cores()} threads")
+            raise InputError(f"{flag} {value} is out of range; this machine runs 1 to {_cores()} threads")
         if abs(value) > INT64_MAX:
-            raise InputError(f"{_flag(name)} {value} is out of range; give an integer below 2**63")
+            raise InputError(f"{flag} {value} is out of range; give an integer below 2**63")
     elif isinstance(value, float):
         if not math.isfinite(value):
-            raise InputError(f"{_flag(name)} {value} is not a finite number; give a finite value (see --help for its range)")
+            raise InputError(f"{flag} {value} is not a finite number; give a finite value (see --help for its range)")
     elif isinstance(value, str):
         at = _bad_text(value)
         if at is not None:
             shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-            raise InputError(f"the text given for {_flag(name)} is not valid UTF-8 (an undecodable byte at "
+            raise InputError(f"the text given for {flag} is not valid UTF-8 (an undecodable byte at "
                              f"character {at + 1} of \"{shown}\"); give UTF-8 text")
+
+
+def _check_path(flag: str, path: PurePath) -> None:
+    from pathlib import Path
+    for parent in Path(path).parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{flag} {path}: {parent} is a file, not a folder; give a path in a folder")
+            return
+
+
+EXAMPLE_NAMES = {"json_path": "result.json", "md": "report.md", "md_path": "walkthrough.md",
+                 "markdown": "report.md", "html_path": "walkthrough.html", "report": "head_roles.md",
+                 "export_html": "explorer.html", "case_study": "case-study.md", "lens": "lens.png",
+                 "patch": "patch.png", "ablate_heads": "heads.png"}
+
+
+def check_output_file(name: str, path, command: str = "", flag: str | None = None) -> None:
+    """An output file must not be an existing folder."""
+    from pathlib import Path
+    if path is not None and Path(path).is_dir():
+        example = Path(path) / EXAMPLE_NAMES.get(name if name != "out" else command, "output")
+        raise InputError(f"{flag or _flag(name)} {path} is a folder; give the path of the file to write (e.g. {example})")
 
 
 def checked(callback: Callable) -> Callable:
     """`callback` with every argument checked first; its signature, as Typer reads it, unchanged."""
-    positional = {name for name, p in inspect.signature(callback).parameters.items()
-                  if isinstance(p.default, typer.models.ArgumentInfo)}
+    shown = {}  # how the user typed each parameter: --json for json_path, SENTENCE for an argument
+    for name, p in inspect.signature(callback).parameters.items():
+        if isinstance(p.default, typer.models.ArgumentInfo):
+            shown[name] = name.upper()
+        else:
+            decls = [d for d in (getattr(p.default, "param_decls", None) or ()) if d.startswith("--")]
+            shown[name] = decls[0] if decls else _flag(name)
 
     @functools.wraps(callback)
     def run(*args, **kwargs):
         for name, value in kwargs.items():
-            check_value(name.upper() if name in positional else name, value)
+            check_value(name, value, shown.get(name))
+            if name in OUTPUT_FILES or (name == "out" and callback.__name__ in OUT_IS_A_FILE):
+                check_output_file(name, value, callback.__name__, shown.get(name))
         return callback(*args, **kwargs)
     return run
