@@ -7,6 +7,8 @@ report. Each repeat runs A then B, the next B then A (ABBA), so a slow spell hit
 
 from __future__ import annotations
 
+import contextlib
+
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -116,6 +118,35 @@ def weight_stream(model: torch.nn.Module, width: int = 1024) -> Callable[[], tor
     return lambda: torch.mv(flat, v)
 
 
+@contextlib.contextmanager
+def _kineto_lines_dropped():
+    """The profiler's C++ side (Kineto) writes `STAGE:` and `USDT: … profiler_start` lines straight
+    to file descriptor 2, past Python and past KINETO_LOG_LEVEL. Catch fd 2 in a temporary file for the
+    profiled call and hand every other line back to stderr."""
+    import os
+    import sys
+    import tempfile
+
+    sys.stderr.flush()
+    try:
+        saved = os.dup(2)
+    except OSError:  # no file descriptor 2 (an embedding host): nothing to catch
+        yield
+        return
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            for line in caught.read().decode("utf-8", "replace").splitlines(keepends=True):
+                if not line.startswith(("USDT:", "STAGE:")):
+                    sys.stderr.write(line)
+
+
 def top_ops(fn: Callable[[], object], n: int = 8) -> list[dict]:
     """torch.profiler's heaviest operators (self CPU time) over one call of `fn`.
 
@@ -123,8 +154,9 @@ def top_ops(fn: Callable[[], object], n: int = 8) -> list[dict]:
     """
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
-        fn()
+    with _kineto_lines_dropped():
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
     events = sorted(prof.key_averages(), key=lambda e: e.self_cpu_time_total, reverse=True)
     total = sum(e.self_cpu_time_total for e in events) or 1.0
     return [{"op": e.key, "self_ms": e.self_cpu_time_total / 1e3, "calls": e.count,
