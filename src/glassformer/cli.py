@@ -67,7 +67,7 @@ def main() -> None:
         code = app(standalone_mode=False)
     except UsageError as e:  # unknown option, bad value, missing argument: one line
         where = e.ctx.command_path if e.ctx is not None else "glassformer"
-        message = " ".join(e.format_message().split())
+        message = " ".join(e.format_message().split()) or "no command given; name one of the commands above"
         typer.echo(f"error: {message} (see `{where} --help`)", err=True)
         sys.exit(2)
     except typer.Abort:
