@@ -231,5 +231,27 @@ def test_cli_precision_flag_is_honoured(tmp_path, monkeypatch, capsys):
     for command in ("translate", "generate", "eval"):
         code, out, err = run(monkeypatch, capsys, command, "--ckpt", ckpt, "--prompt" if command == "generate"
                              else "--beam", "x" if command == "generate" else "1", "--precision", "fp16")
-        assert code != 0 and "--precision='fp16' is not a precision; use fp32, bf16, int8" in err
+        assert code != 0 and "--precision fp16 is not a precision; use fp32, bf16, int8" in err
         assert "Traceback" not in err
+
+
+def test_serve_precision_decodes_the_shown_translation_in_int8(tmp_path, monkeypatch, capsys):
+    """`serve --precision int8`: the trace's translation runs the int8 products (counted)."""
+    import socket
+
+    from fastapi.testclient import TestClient
+
+    from glassformer.commands import serve
+    runs = tiny_translator(tmp_path)
+    seen = {}
+    monkeypatch.setattr(serve, "bind", lambda host, port: socket.socket())
+    monkeypatch.setattr(serve, "serve_forever", lambda app, sock: seen.update(app=app))
+    code, _, err = run(monkeypatch, capsys, "serve", "--runs", str(runs), "--precision", "int8")
+    assert code == 0, err
+    before = sum(precision.CALLS.values())
+    r = TestClient(seen["app"], base_url="http://127.0.0.1:8000").post(
+        "/api/trace", json={"sentence": "猫 吃 鱼", "model": "run:tiny"})
+    assert r.status_code == 200 and "translation" in r.json()
+    assert sum(precision.CALLS.values()) > before
+    code, _, err = run(monkeypatch, capsys, "serve", "--runs", str(runs), "--precision", "int4")
+    assert code != 0 and "--precision int4 is not a precision" in err

@@ -46,7 +46,8 @@ PRECISIONS = ("fp32", "bf16", "int8")
 def check(precision: object, name: str = "precision") -> str:
     """The precision itself, or one line saying which ones there are."""
     if precision not in PRECISIONS:
-        raise InputError(f"{name}={precision!r} is not a precision; use {', '.join(PRECISIONS)}")
+        given = f"{name} {precision}" if name.startswith("--") else f"{name}={precision!r}"  # as it was typed
+        raise InputError(f"{given} is not a precision; use {', '.join(PRECISIONS)}")
     return precision  # type: ignore[return-value]
 
 
