@@ -22,8 +22,10 @@ and the winner kept (`INT8_ROUTES`):
 - `dequant`: W widened to float32 on every call, then the BLAS product (the reference arithmetic,
   never fast: it writes a float32 W per call).
 
-On the AVX2 EPYC of docs/benchmarks.md (2 threads; `bench/int8_kernels.py`) fbgemm won every decode
-shape, at 1.5–2.7× fp32's speed; int8pack ran 5–35× slower than fp32 there (no AVX-512 kernel).
+On the AVX2 EPYC of docs/benchmarks.md (`bench/int8_kernels.py`, 1 thread, quiet machine) fbgemm was
+the fastest int8 kernel on all 18 decode shapes (batch 1, 8, 16), 1.2–4.4× faster than fp32 except three
+narrow batch-1 products where fp32 was up to 20% faster; int8pack ran 4–40× slower than fp32 there
+(no fast kernel for AVX2), dequant ~2× slower.
 
 The quantised weights are `derived` copies (nn/prepared.py): built from the parameters inside a
 generation's `prepared` scope and dropped with it, so an optimizer step is never served old ones.
