@@ -63,7 +63,7 @@ def test_quick_json_structure(quick):
     assert "malloc_kept" not in r["training_bf16"]
     assert {(p["seq"], p["impl"]) for p in r["memory"]["points"]} == {(64, "fast"), (128, "fast"),
                                                                       (64, "math"), (128, "math")}
-    assert {t["section"] for t in r["targets"]} == {"encoder", "training", "generation", "trace", "memory"}
+    assert {t["section"] for t in r["targets"]} == {"encoder", "training", "generation", "peer", "trace", "memory"}
     assert r["compile"] == {"skipped": "torch.compile is measured only in the full run"}
 
 
@@ -77,6 +77,24 @@ def test_quick_same_numbers_as_references(quick):
         assert g[key]["identical_tokens"], key  # same greedy tokens as HF GPT-2
         assert g[key]["new_tokens"] == g["params"]["new_tokens"]
     assert g["cache_vs_no_cache"]["identical_tokens"]
+
+
+def test_quick_peer_rows_against_ctranslate2(quick):
+    """The CTranslate2 rows (bench/peer.py): all four produced, both precisions timed, and our fp32
+    tokens equal to CTranslate2's fp32 tokens on every row (same weights through its own converter)."""
+    r, out = quick
+    peer = r["peer"]
+    assert list(peer["rows"]) == ["translator greedy batch 1", "translator beam 4 batch 2", "lm greedy batch 1",
+                                  "lm greedy batch 2"]
+    for name, row in peer["rows"].items():
+        assert set(row["sides"]) == {"ours fp32", "CT2 fp32", "ours int8", "CT2 int8"}
+        assert row["ratio_fp32"] > 0 and row["ratio_int8"] > 0
+        fp32 = row["tokens_fp32"]
+        assert fp32["rows_equal"] == fp32["rows"] and fp32["token_agreement"] == 1.0, name
+        assert 0 <= row["int8_vs_fp32"]["token_agreement"] <= 1
+    assert "## The peer: CTranslate2" in (out / "benchmarks.md").read_text()
+    assert sum(t["section"] == "peer" for t in r["targets"]) == 8
+    assert r["int8_routes"] and all(row["winner"] in ("fbgemm", "int8pack", "dequant") for row in r["int8_routes"])
 
 
 def test_quick_report_written(quick):

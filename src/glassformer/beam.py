@@ -26,13 +26,13 @@ def _bound(best_running: float, length: int, max_length: int, alpha: float) -> f
 
 def beam_search(model, prefix: torch.Tensor, max_new_tokens: int, beam_size: int, alpha: float,
                 eos: int | None, fill: int, use_cache: bool, memory=None, src_pad=None,
-                prompt_pad=None) -> torch.Tensor:
+                prompt_pad=None, precision: str = "fp32") -> torch.Tensor:
     """Best sequence per row of `prefix` (batch, start): (batch, start + generated) ids."""
     B, start = prefix.shape
     K = beam_size
     expand = lambda t: None if t is None else t.repeat_interleave(K, dim=0)  # noqa: E731
     stepper = Stepper(model, use_cache, start + max_new_tokens, expand(memory), expand(src_pad), expand(prompt_pad),
-                      group=K, eos=eos)
+                      group=K, eos=eos, precision=precision)
     seq = prefix.new_full((B * K, start + max_new_tokens), fill)
     seq[:, :start] = expand(prefix)
     scores = torch.full((B, K), float("-inf"), device=prefix.device)

@@ -21,7 +21,7 @@ import math
 import torch
 
 from .errors import InputError
-from .nn import decode_step
+from .nn import decode_step, precision as low_precision
 from .nn.prepared import prepared
 
 STRATEGIES = ("greedy", "beam", "sample")
@@ -36,11 +36,16 @@ class Stepper:
     """
 
     def __init__(self, model, use_cache: bool, capacity: int, memory=None, src_pad=None, prompt_pad=None,
-                 group: int = 1, eos: int | None = None):
+                 group: int = 1, eos: int | None = None, precision: str = "fp32"):
         self.model, self.memory, self.src_pad, self.prompt_pad = model, memory, src_pad, prompt_pad
         self.cache = model.new_cache(capacity) if use_cache else None
         # cached steps with weights prepared once (nn/decode_step.py, issues 11 and 29)
-        self.fast = decode_step.prepared(model, self.cache, prompt_pad, memory, src_pad, group)
+        self.fast = decode_step.prepared(model, self.cache, prompt_pad, memory, src_pad, group, precision)
+        if self.fast is None and precision != "fp32":
+            # low-precision weights live in the prepared step only: running fp32 instead would be a silent lie
+            raise InputError(f"precision={precision!r} runs on the prepared decode step, which this generation "
+                             "cannot take (use_cache=False, a hook or return_cross_attention, training mode, or an "
+                             "attention/position variant it lacks); use precision='fp32'")
         # <pad> is not a word: never generate it (a generated pad would read as padding next step)
         cfg = model.config
         self.banned = cfg.pad_id if cfg.pad_id is not None and cfg.pad_id != cfg.eos_id else None
@@ -171,7 +176,8 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
              length_penalty: float = 1.0, temperature: float = 1.0, top_k: int | None = None,
              top_p: float | None = None, eos_id: int | None = None, use_cache: bool = True,
              src_padding_mask: torch.Tensor | None = None, generator: torch.Generator | None = None,
-             return_cross_attention: bool = False, padding_mask: torch.Tensor | None = None):
+             return_cross_attention: bool = False, padding_mask: torch.Tensor | None = None,
+             precision: str = "fp32"):
     """Generate token ids with `model` (a DecoderLM or an EncoderDecoder).
 
     Decoder-only: `ids` is the prompt (batch, prompt_len), left-padded with pad_id if rows
@@ -182,19 +188,24 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
     greedy or sampling) also returns (batch, new, src_len): the last decoder layer's
     cross-attention, averaged over heads, of the query that produced each new token.
     A learned position table (pe='learned') ends generation at max_len positions.
+    precision='int8' or 'bf16' decodes with low-precision weights (nn/precision.py): the prepared
+    step's products — every decoder layer's projections, the encoder memory's cross-attention keys
+    and values, the output head — read int8 (per-output-channel scales) or bf16 copies of the weights,
+    made for this generation only; the encoder, the prompt and the KV cache stay float32.
     """
+    low_precision.check(precision)
     # no autograd bookkeeping in the loop; derived weight copies (the fused W_QKV, the decode
     # step's layouts) built once for this generation and dropped after it (nn/prepared.py)
     with torch.inference_mode(), prepared(model):
         out = _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, temperature, top_k,
                         top_p, eos_id, use_cache, src_padding_mask, generator, return_cross_attention,
-                        padding_mask)
+                        padding_mask, precision)
     # clone outside inference mode: the caller may feed the ids to a model that trains
     return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
 
 def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, temperature, top_k, top_p,
-              eos_id, use_cache, src_padding_mask, generator, return_cross_attention, padding_mask):
+              eos_id, use_cache, src_padding_mask, generator, return_cross_attention, padding_mask, precision):
     cfg = model.config
     if cfg.arch == "encoder":
         raise InputError("an encoder-only model cannot generate; use arch='decoder' or 'encoder-decoder'")
@@ -225,10 +236,10 @@ def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, t
     if strategy == "beam":
         from .beam import beam_search
         return beam_search(model, prefix, max_new_tokens, beam_size, length_penalty, eos, fill,
-                           use_cache, memory, src_pad, prompt_pad)
+                           use_cache, memory, src_pad, prompt_pad, precision)
     pick = _greedy if strategy == "greedy" else _sampler(temperature, top_k, top_p, generator)
     new_stepper = lambda: Stepper(model, use_cache, prefix.shape[1] + max_new_tokens, memory, src_pad,  # noqa: E731
-                                  prompt_pad, eos=eos)
+                                  prompt_pad, eos=eos, precision=precision)
     if not return_cross_attention:
         return _decode_loop(new_stepper(), prefix, max_new_tokens, pick, eos, fill)
     return _with_cross_attention(model, new_stepper, prefix, max_new_tokens, pick, eos, fill)

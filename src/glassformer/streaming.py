@@ -45,23 +45,23 @@ def _encode(policy: UnknownPolicy, text: str, error: str | None) -> list[int]:
     return ids
 
 
-def _decode(model, ids: list[list[int]], beam: int, device: str) -> list[list[int] | str]:
+def _decode(model, ids: list[list[int]], beam: int, device: str, precision: str = "fp32") -> list[list[int] | str]:
     """Target ids per source; when the batch fails, each source alone (its error as a string)."""
     from .train.evaluate import translate_ids
     try:
-        return translate_ids(model, ids, beam, device=device)
+        return translate_ids(model, ids, beam, device=device, precision=precision)
     except (GlassformerError, RuntimeError, IndexError):
         out: list[list[int] | str] = []
         for one in ids:
             try:
-                out.append(translate_ids(model, [one], beam, device=device)[0])
+                out.append(translate_ids(model, [one], beam, device=device, precision=precision)[0])
             except (GlassformerError, RuntimeError, IndexError) as e:
                 out.append(f"could not translate: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
         return out
 
 
 def translate_lines(model, policy: UnknownPolicy, tgt_tok, lines: Iterable[tuple[str, str | None]],
-                    beam: int = 1, device: str = "cpu", progress=None) -> Iterator[dict]:
+                    beam: int = 1, device: str = "cpu", progress=None, precision: str = "fp32") -> Iterator[dict]:
     """One record per input line, in input order: {"source", "translation"} or {"source", "error"}."""
     chunk: list[tuple[str, str | None]] = []
 
@@ -75,7 +75,7 @@ def translate_lines(model, policy: UnknownPolicy, tgt_tok, lines: Iterable[tuple
                 good.append(i)
             except InputError as e:
                 records[i]["error"] = str(e)
-        for i, out in zip(good, _decode(model, good_ids, beam, device) if good_ids else []):
+        for i, out in zip(good, _decode(model, good_ids, beam, device, precision) if good_ids else []):
             if isinstance(out, str):
                 records[i]["error"] = out
             else:

@@ -13,16 +13,17 @@ from typing import Callable
 
 import torch
 
-SECTIONS = ("encoder", "training", "training_bf16", "generation", "trace", "memory", "compile")
+SECTIONS = ("encoder", "training", "training_bf16", "generation", "peer", "trace", "memory", "compile")
 
 
 def _runners() -> dict[str, Callable[[bool], dict]]:
-    from . import compile_option, encoder, generation, memory, trace_overhead, training
+    from . import compile_option, encoder, generation, memory, peer, trace_overhead, training
     return {
         "encoder": encoder.run,
         "training": lambda quick: training.run(quick, amp=False),
         "training_bf16": lambda quick: training.run(quick, amp=True),
         "generation": generation.run,
+        "peer": peer.run,
         "trace": trace_overhead.run,
         "memory": memory.run,
         "compile": compile_option.run,
@@ -57,6 +58,13 @@ def targets(results: dict) -> list[dict]:
         c = g["cache_vs_no_cache"]
         add("KV cache vs no cache", c["ratio"], "≥ 5×, same tokens", c["ratio"] >= 5 and c["identical_tokens"],
             "generation")
+    for name, row in results.get("peer", {}).get("rows", {}).items():
+        for side in ("fp32", "int8"):
+            r = row[f"ratio_{side}"]
+            same = row[f"tokens_{side}"]
+            goal = "≥ 1.0×, tokens = CT2" if side == "fp32" else "≥ 1.0×, ≥ 0.95 of tokens = our fp32"
+            ok = same["rows_equal"] == same["rows"] if side == "fp32" else row["int8_vs_fp32"]["token_agreement"] >= 0.95
+            add(f"{name} vs CTranslate2 {side}", r, goal, r >= 1.0 and ok, "peer")
     if "trace" in results:
         r = results["trace"]["ratio"]
         add("full trace vs fast path (slowdown)", r, "≤ 2.5×", r <= 2.5, "trace")
@@ -113,5 +121,7 @@ def run_all(quick: bool = False, only: list[str] | None = None, log: Callable[[s
     results["gemm_routes"] = TABLE.rows()  # what each route took on every shape class measured
     from ..nn.decode_step import route_rows
     results["decode_routes"] = route_rows()  # the same for the decode step's GEMMs (three routes)
+    from ..nn.precision import route_rows as int8_rows
+    results["int8_routes"] = int8_rows()  # the int8 kernel measured per shape class (nn/precision.py)
     results["targets"] = targets(results)
     return results

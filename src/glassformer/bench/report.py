@@ -85,6 +85,29 @@ def plot(results: dict, path: Path) -> None:
     plt.close(fig)
 
 
+def _peer_lines(peer: dict) -> list[str]:
+    """The CTranslate2 table (bench/peer.py): ratios per precision, tokens compared."""
+    if "skipped" in peer:
+        return ["", "## The peer: CTranslate2", "", f"Not run: {peer['skipped']}."]
+    p = peer["params"]
+    m, g = p["marian"], p["gpt2"]
+    out = ["", f"## The peer: CTranslate2 {peer['ctranslate2']} (same random weights, its own converter)", "",
+           f"Translator: Marian, d_model {m['d_model']}, {m['layers']} + {m['layers']} layers, vocab {m['vocab']},"
+           f" source {p['src_len']} tokens, {p['mt_new']} new. LM: GPT-2, d {g['n_embd']}, {g['n_layer']} layers,"
+           f" vocab {g['vocab']}, prompt {p['prompt']}, {p['lm_new']} new. intra_threads = {peer['threads']};"
+           f" four sides interleaved, median of {p['repeats']}.", "",
+           "| row | ours fp32 tok/s | CT2 fp32 tok/s | ours / CT2 fp32 | ours int8 tok/s | CT2 int8 tok/s |"
+           " ours / CT2 int8 | tokens fp32 = CT2 | tokens int8 = CT2 | our int8 = our fp32 |",
+           "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+    for name, r in peer["rows"].items():
+        s = r["sides"]
+        rows = lambda k: f"{r[k]['rows_equal']}/{r[k]['rows']} rows, {r[k]['token_agreement']:.1%}"  # noqa: E731
+        out.append(f"| {name} | {s['ours fp32']['tokens_per_s']:.0f} | {s['CT2 fp32']['tokens_per_s']:.0f} |"
+                   f" {r['ratio_fp32']:.2f}× | {s['ours int8']['tokens_per_s']:.0f} | {s['CT2 int8']['tokens_per_s']:.0f} |"
+                   f" {r['ratio_int8']:.2f}× | {rows('tokens_fp32')} | {rows('tokens_int8')} | {rows('int8_vs_fp32')} |")
+    return out
+
+
 def markdown(results: dict, command: str, plot_name: str | None) -> str:
     m = results["machine"]
     out = ["# Benchmarks", "",
@@ -165,6 +188,8 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
         out += ["", f"KV cache vs recomputing the prefix each step (batch 1, {p['new_tokens']} tokens):"
                 f" {c['cache']['rate']:.0f} vs {c['no cache']['rate']:.0f} tokens/s, {c['ratio']:.1f}×,"
                 f" identical tokens: {'yes' if c['identical_tokens'] else '**no**'}."]
+    if "peer" in results:
+        out += _peer_lines(results["peer"])
     if "trace" in results:
         t = results["trace"]
         p = t["params"]
@@ -213,6 +238,13 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
             out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {'yes' if r['streams'] else 'no'} |"
                        f" {r.get('blas_us', '')} | {r.get('onednn_us', '')} | {r.get('onednn_packed_us', '')} |"
                        f" {r.get('onednn_blocked_us', '')} | {r['winner']} |")
+    if results.get("int8_routes"):
+        out += ["", "## int8 kernels (`nn/precision.py`: best of 3 per kernel on each shape class)", "",
+                "| rows ≤ | K | N | threads | fbgemm µs | int8pack µs | dequant µs | faster |",
+                "|---:|---:|---:|---:|---:|---:|---:|---|"]
+        for r in results["int8_routes"]:
+            out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {r.get('fbgemm_us', '')} |"
+                       f" {r.get('int8pack_us', '')} | {r.get('dequant_us', '')} | {r['winner']} |")
     profiles = [(k, results[k]["profile"]) for k in ("encoder", "training", "trace") if k in results]
     if "generation" in results:
         profiles += [(f"generation {k.replace('_', ' ')}", v["profile"]) for k, v in results["generation"].items()

@@ -32,24 +32,34 @@ def role_reversed_score(data, hypotheses: list[str]) -> tuple[int, int]:
 
 
 def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, device: str = "cpu",
-                        strict: bool = False, warn=None) -> dict:
+                        strict: bool = False, warn=None, precision: str = "fp32") -> dict:
     """Test-split (or --data) metrics of a checkpoint, as a plain dict.
 
     Pieces of --data unseen in training are read as <unk> with one warning each (`warn`), or
     refused under `strict`: the same policy as translate and generate (glassformer.unknown).
+    `precision` is the weights' while translating (glassformer.generate); loss and perplexity are
+    always the fp32 forward pass, so a language model, which eval does not decode with, refuses
+    any other.
     """
+    from ..errors import InputError
+    from ..nn.precision import check as check_precision
     from ..train.checkpoint import load_checkpoint
     from ..train.evaluate import evaluate
     from ..train.tasks import task_for_checkpoint
 
+    check_precision(precision, "--precision")
     ck = load_checkpoint(ckpt, device=device)
+    if precision != "fp32" and ck.config.arch != "encoder-decoder":
+        raise InputError(f"--precision {precision} applies to decoding, and eval scores a {ck.config.arch} model"
+                         " by its fp32 forward pass only (perplexity); drop --precision")
     if data_path is not None:
         from ..unknown import UnknownPolicy
         policy = UnknownPolicy(ck.src_tokenizer, strict, side="source" if ck.config.arch != "decoder" else "",
                                warn=warn)
         policy.check_all(_data_items(data_path, ck.config.arch == "decoder"))  # one warning for the file
     data = task_for_checkpoint(ck.meta, ck.src_tokenizer, ck.tgt_tokenizer, data_path)
-    m = evaluate(ck.model, data, "test", with_bleu=data.kind == "seq2seq", device=device, beam_size=beam)
+    m = evaluate(ck.model, data, "test", with_bleu=data.kind == "seq2seq", device=device, beam_size=beam,
+                 precision=precision)
     out = {k: v for k, v in m.items() if k != "hypotheses"}
     out["checkpoint"], out["data"] = str(ck.path), data_path or f"{data.task} test split"
     if data.task == "zh-en" and data_path is None:
@@ -72,13 +82,16 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print the metrics as one JSON object"),
         strict: bool = typer.Option(False, "--strict", help="refuse --data with a piece unseen in training"
                                     " (default: read it as <unk> and warn)"),
+        precision: str = typer.Option("fp32", help="weights while translating: fp32 | int8 (per-channel weight-only) |"
+                                      " bf16 (fast only on CPUs with native bf16)"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:
         """Score a checkpoint: BLEU, chrF and exact match for translators, perplexity for all."""
         from ..errors import InputError
         if beam < 1:
             raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
-        m = evaluate_checkpoint(ckpt, data, beam, device, strict, warn=lambda line: typer.echo(line, err=True))
+        m = evaluate_checkpoint(ckpt, data, beam, device, strict, warn=lambda line: typer.echo(line, err=True),
+                                precision=precision)
         if json_out:
             typer.echo(json.dumps(m, ensure_ascii=False))
             return

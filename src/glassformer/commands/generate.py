@@ -28,6 +28,8 @@ def register(app: typer.Typer) -> None:
         seed: int = typer.Option(0, help="sampling seed"),
         strict: bool = typer.Option(False, "--strict", help="refuse a prompt with a piece unseen in training"
                                     " (default: read it as <unk> and warn)"),
+        precision: str = typer.Option("fp32", help="weights while decoding: fp32 | int8 (per-channel weight-only) |"
+                                      " bf16 (fast only on CPUs with native bf16)"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:
         """Continue --prompt with a trained language model and print the text."""
@@ -36,6 +38,8 @@ def register(app: typer.Typer) -> None:
         from ..generate import generate as run_generate
         from ..train.checkpoint import load_checkpoint
 
+        from ..nn.precision import check as check_precision
+        check_precision(precision, "--precision")
         if max_new_tokens < 1:
             raise InputError(f"--max-new-tokens {max_new_tokens} must be at least 1")
         if not math.isfinite(temperature) or temperature < 0:
@@ -59,5 +63,5 @@ def register(app: typer.Typer) -> None:
         greedy = temperature == 0
         out = run_generate(ck.model, x, max_new_tokens=max_new_tokens, strategy="greedy" if greedy else "sample",
                            temperature=temperature if not greedy else 1.0, top_k=top_k, top_p=top_p,
-                           eos_id=tok.eos_id, generator=g)
+                           eos_id=tok.eos_id, generator=g, precision=precision)
         typer.echo(tok.decode(out[0].tolist()))

@@ -56,10 +56,14 @@ def register(app: typer.Typer) -> None:
                                           help="Allow a --host other than loopback (other machines can connect)."),
         allowed_host: Optional[List[str]] = typer.Option(
             None, "--allowed-host", help="A Host name requests may use besides loopback ('*': any)."),
+        precision: str = typer.Option("fp32", help="weights of the translations shown: fp32 | int8 | bf16 (the"
+                                      " traces and step-by-step generation stay fp32: they show the module path)"),
     ) -> None:
         """Serve the explorer: type a sentence, pick a model, see every attention pattern."""
+        from ..nn.precision import check as check_precision
         from ..server.app import create_app
 
+        check_precision(precision, "--precision")
         if runs.exists() and not runs.is_dir():
             raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
         if not runs.exists() and runs != Path("runs"):  # a folder asked for by name must be there
@@ -82,6 +86,6 @@ def register(app: typer.Typer) -> None:
         shown = f"[{host}]" if ":" in host else host
         typer.echo(f"glassformer explorer on http://{shown}:{port}/ (API schema at /openapi.json)")
         try:
-            serve_forever(create_app(runs, allowed_hosts=hosts), sock)
+            serve_forever(create_app(runs, allowed_hosts=hosts, precision=precision), sock)
         finally:
             sock.close()

@@ -57,12 +57,16 @@ def register(app: typer.Typer) -> None:
         strict: bool = typer.Option(False, "--strict", help="refuse a sentence with a piece unseen in training"
                                     " (default: read it as <unk> and warn once)"),
         quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
+        precision: str = typer.Option("fp32", help="weights while decoding: fp32 | int8 (per-channel weight-only) |"
+                                      " bf16 (fast only on CPUs with native bf16)"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:
         """Translate SENTENCE... or --input FILE (batched, in input order; a bad line never stops the rest)."""
         from ..streaming import read_lines, translate_lines
         from ..unknown import UnknownPolicy
 
+        from ..nn.precision import check as check_precision
+        check_precision(precision, "--precision")
         if beam < 1:
             raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
         if input_path is not None and sentences:
@@ -75,7 +79,7 @@ def register(app: typer.Typer) -> None:
         failed = 0
         with _progress(enabled=input_path is not None and not quiet) as advance:
             for number, rec in enumerate(translate_lines(ck.model, policy, ck.tgt_tokenizer, lines, beam, device,
-                                                         advance), start=1):
+                                                         advance, precision), start=1):
                 if json_out:
                     failed += "error" in rec  # the exit status says the same whatever the output format
                     typer.echo(json.dumps(rec, ensure_ascii=False))

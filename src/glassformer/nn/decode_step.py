@@ -57,6 +57,7 @@ from . import routes
 from .common import _onednn_ok, affine, onednn_linear
 from .norms import LayerNorm
 from .positional import RotaryEmbedding, apply_rotary
+from .precision import LowPrecisionGemm
 from .prepared import derived, drop as drop_derived
 from .routes import shape_class
 
@@ -191,6 +192,13 @@ class _Gemm:
         return self._call(self.route, x2, out)
 
 
+def _gemm(W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool, precision: str):
+    """The step's product x·W + b: fp32 on its measured route, or W in low precision (nn/precision.py)."""
+    if precision == "fp32":
+        return _Gemm(W, b, owner, name, streams)
+    return LowPrecisionGemm(W, b, owner, name, precision)
+
+
 def _norm_fn(norm: nn.Module):
     """The norm as one call: LayerNorm straight to its kernel with its own gamma, beta and eps (the
     module's forward is that same call behind two Python frames, ~15 µs of 13 per token); any other
@@ -204,27 +212,28 @@ def _norm_fn(norm: nn.Module):
 class _Layer:
     """One decoder layer's prepared weights, and its norms as single calls (`_norm_fn`)."""
 
-    def __init__(self, layer, streams: bool):
+    def __init__(self, layer, streams: bool, precision: str):
         attn, ffn = layer.self_attn, layer.ffn
+        gemm = lambda W, b, owner, name: _gemm(W, b, owner, name, streams, precision)  # noqa: E731
         self.index, self.n_heads, self.d_k, self.scale = attn.layer_index, attn.n_heads, attn.d_k, attn.scale
         self.pre_ln, self.residual = layer.pre_ln, layer.residual
-        self.qkv = _Gemm(*attn._fused("QKV"), attn, "QKV", streams)  # (d_model, 3·H·d_k): Q, K, V
-        self.W_O = _Gemm(attn.W_O, attn.b_O, attn, "O", streams)
+        self.qkv = gemm(*attn._fused("QKV"), attn, "QKV")  # (d_model, 3·H·d_k): Q, K, V
+        self.W_O = gemm(attn.W_O, attn.b_O, attn, "O")
         self.gated = ffn.gated
         # a gated FFN's two input projections as one GEMM: [W_G | W_1] (d_model, 2·d_ff)
         if ffn.gated:
-            self.W_1 = _Gemm(*_gate_W_1(ffn), ffn, "G1", streams)
+            self.W_1 = gemm(*_gate_W_1(ffn), ffn, "G1")
         else:
-            self.W_1 = _Gemm(ffn.W_1, ffn.b_1, ffn, "1", streams)
-        self.W_2 = _Gemm(ffn.W_2, ffn.b_2, ffn, "2", streams)
+            self.W_1 = gemm(ffn.W_1, ffn.b_1, ffn, "1")
+        self.W_2 = gemm(ffn.W_2, ffn.b_2, ffn, "2")
         self.phi = _IN_PLACE[ffn.activation]
         self.norm_self = _norm_fn(layer.norm1)
         self.cross = getattr(layer, "has_cross", False)
         if self.cross:  # norm2 wraps cross-attention, norm3 the FFN (nn/layers.py)
             cross = layer.cross_attn
             self.cross_scale = cross.scale
-            self.cross_W_Q = _Gemm(*cross._fused("Q"), cross, "Q", streams)
-            self.cross_W_O = _Gemm(cross.W_O, cross.b_O, cross, "O", streams)
+            self.cross_W_Q = gemm(*cross._fused("Q"), cross, "Q")
+            self.cross_W_O = gemm(cross.W_O, cross.b_O, cross, "O")
             self.norm_cross, self.norm_ffn = _norm_fn(layer.norm2), _norm_fn(layer.norm3)
         else:
             self.norm_ffn = _norm_fn(layer.norm2)
@@ -259,14 +268,17 @@ class _Memory:
     (source, head, src_seq, d_k) per layer, one copy per source, and the source padding as the
     module path's additive bias (source, 1, 1, src_seq)."""
 
-    def __init__(self, model: nn.Module, memory: torch.Tensor, src_pad: torch.Tensor | None, group: int):
+    def __init__(self, model: nn.Module, memory: torch.Tensor, src_pad: torch.Tensor | None, group: int,
+                 precision: str):
         # beam search repeats each source `group` times (rows b·K … b·K+K−1, all equal): keep one
         memory = memory[::group]
         src_pad = None if src_pad is None else src_pad[::group]
         cfg = model.config
         sources, src_len, d_model = memory.shape
         W, b = _cross_W_KV(model.dec)
-        kv = affine(memory.reshape(sources * src_len, d_model), W, b)  # (source·src_seq, L·2·H·d_k)
+        x2 = memory.reshape(sources * src_len, d_model)
+        kv = affine(x2, W, b) if precision == "fp32" else LowPrecisionGemm(W, b, model.dec, "cross W_KV", precision)(x2)
+        # kv: (source·src_seq, L·2·H·d_k)
         kv = kv.view(sources, src_len, cfg.dec_layers, 2, cfg.n_heads, cfg.head_dim)
         # (layer, K|V, source, head, src_seq, d_k): each head's keys contiguous, as attention reads them
         kv = kv.permute(2, 3, 0, 4, 1, 5).contiguous()
@@ -282,17 +294,17 @@ class DecodeStep:
     `group` times per source for beam search)."""
 
     def __init__(self, model: nn.Module, memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
-                 group: int = 1):
-        self.model = model
+                 group: int = 1, precision: str = "fp32"):
+        self.model, self.precision = model, precision
         # the weights a step reads (not the encoder's): whether they outgrow the last-level cache
         encoder = {id(p) for p in model.enc.parameters()} if memory is not None else set()
         read = sum(p.numel() for p in model.parameters() if id(p) not in encoder)
         streams = 4 * read > last_level_cache_bytes()
-        self.layers = [_Layer(layer, streams) for layer in model.dec]
+        self.layers = [_Layer(layer, streams, precision) for layer in model.dec]
         self.final_norm = _norm_fn(model.dec_norm) if hasattr(model, "dec_norm") else None
         head = model.head
         self.rescale = head.rescale
-        self.head = _Gemm(head.streamed_W_U(), head.b_U, head, "U", streams)  # (d_model, vocab) contiguous
+        self.head = _gemm(head.streamed_W_U(), head.b_U, head, "U", streams, precision)  # (d_model, vocab) contiguous
         side = "dec_" if memory is not None else ""  # the decoder's own input side (nn/model.py)
         self.embed = getattr(model, f"{side}embed").forward
         pos, embed_norm = getattr(model, f"{side}pos", None), getattr(model, f"{side}embed_norm", None)
@@ -334,7 +346,7 @@ class DecodeStep:
     def __call__(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """ids (batch,) the newest token of every row; the cache is advanced by one position."""
         if self.memory is None and self._source is not None:
-            self.memory = _Memory(self.model, *self._source)
+            self.memory = _Memory(self.model, *self._source, self.precision)
         x = self.embed(ids.unsqueeze(1))  # (batch, 1, d_model)
         if cache.length == 0:
             self._start(cache, x)
@@ -429,14 +441,14 @@ class DecodeStep:
 
 def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None = None,
              memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
-             group: int = 1) -> DecodeStep | None:
+             group: int = 1, precision: str = "fp32") -> DecodeStep | None:
     """A DecodeStep for this generation, or None where the module path must run. An encoder-decoder
     model needs its `memory`; `group` is how many rows in a row share one source (beam search).
     (A left-padded prompt is fine: the module path reads it, and the step masks its padding.)"""
     seq2seq = getattr(getattr(model, "config", None), "arch", None) == "encoder-decoder"
     if seq2seq != (memory is not None) or not supports(model, cache):
         return None
-    return DecodeStep(model, memory, src_pad, group)
+    return DecodeStep(model, memory, src_pad, group, precision)
 
 
 def applies(cache: KVCache, ids: torch.Tensor, pad_id: int | None) -> bool:

@@ -59,13 +59,14 @@ def static_dir() -> Path:
 
 
 def create_app(runs_dir: str | Path = "runs", max_chars: int = MAX_CHARS, max_tokens: int = MAX_TOKENS,
-               allowed_hosts: tuple[str, ...] | None = LOOPBACK_NAMES) -> FastAPI:
-    """The explorer app; `allowed_hosts=None` turns the Host check off (`serve --allowed-host '*'`)."""
+               allowed_hosts: tuple[str, ...] | None = LOOPBACK_NAMES, precision: str = "fp32") -> FastAPI:
+    """The explorer app; `allowed_hosts=None` turns the Host check off (`serve --allowed-host '*'`);
+    `precision` is the weights' of the translations it shows (nn/precision.py)."""
     app = FastAPI(title="glassformer explorer",
                   description="Trace a sentence through a Transformer and see every attention pattern.",
                   version="0.1.0", docs_url=None, redoc_url=None)
     # /docs and /redoc would load Swagger/ReDoc from a CDN; the schema stays at /openapi.json
-    registry = ModelRegistry(runs_dir, max_tokens=max_tokens)
+    registry = ModelRegistry(runs_dir, max_tokens=max_tokens, precision=precision)
     app.state.registry = registry
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
     app.include_router(explore_router(registry))  # lesson, neuron view, interventions, generation

@@ -35,8 +35,11 @@ def _lists(t: Any, digits: int = 6) -> Any:
 class ModelRegistry:
     """Model names -> loaded models, loaded on first use and kept."""
 
-    def __init__(self, runs_dir: str | Path = "runs", max_tokens: int = 64):
+    def __init__(self, runs_dir: str | Path = "runs", max_tokens: int = 64, precision: str = "fp32"):
         self.runs_dir = Path(runs_dir)
+        # the weights a translation is decoded with (`serve --precision`, nn/precision.py); the
+        # traces, and /api/generate's step-by-step view, run the fp32 module path they show
+        self.precision = precision
         self.max_tokens = max_tokens
         self._subjects: dict[str, Any] = {}
         self._runs: dict[str, Path] = {}
@@ -125,18 +128,18 @@ class ModelRegistry:
                "pe": trace.get("pos"), "steps": None,
                "unknown": subject.unknown(sentence)}  # {"pieces", "note"} of what it never saw, or None
         if subject.kind == "encoder-decoder":
-            out["translation"] = _translate(subject, ids)
+            out["translation"] = _translate(subject, ids, self.precision)
         return out
 
 
-def _translate(subject, src_ids: list[int]) -> dict:
+def _translate(subject, src_ids: list[int], precision: str = "fp32") -> dict:
     """Greedy translation and the cross-attention of every decoder layer over the source."""
     from ..generate import generate
     from ..trace import run_with_trace
     model, cfg, tgt_tok = subject.model, subject.model.config, subject.tgt_tokenizer
     src = torch.tensor([src_ids])
     with torch.no_grad():
-        ys = generate(model, src, max_new_tokens=48, strategy="greedy", eos_id=cfg.eos_id)
+        ys = generate(model, src, max_new_tokens=48, strategy="greedy", eos_id=cfg.eos_id, precision=precision)
         row = ys[0].tolist()
         if cfg.eos_id in row[1:]:
             row = row[:row.index(cfg.eos_id, 1) + 1]

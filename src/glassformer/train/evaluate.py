@@ -76,7 +76,7 @@ def _strip(row: list[int], config) -> list[int]:
 
 @torch.no_grad()
 def translate_ids(model, sources: Sequence[Sequence[int]], beam_size: int = 1, batch_size: int = 64,
-                  max_new_tokens: int | None = None, device: str = "cpu") -> list[list[int]]:
+                  max_new_tokens: int | None = None, device: str = "cpu", precision: str = "fp32") -> list[list[int]]:
     """Greedy (beam_size=1) or beam-search target ids for each source id list, in input order."""
     from ..generate import generate
 
@@ -91,7 +91,8 @@ def translate_ids(model, sources: Sequence[Sequence[int]], beam_size: int = 1, b
         src = pad_batch([sources[i] for i in idx], cfg.pad_id).to(device)
         limit = max_new_tokens or 2 * src.shape[1] + 10
         ids = generate(model, src, max_new_tokens=limit, strategy="greedy" if beam_size == 1 else "beam",
-                       beam_size=beam_size, eos_id=cfg.eos_id, src_padding_mask=src == cfg.pad_id)
+                       beam_size=beam_size, eos_id=cfg.eos_id, src_padding_mask=src == cfg.pad_id,
+                       precision=precision)
         for row, i in zip(ids.tolist(), idx):
             out[i] = _strip(row, cfg)
     model.train(was_training)
@@ -135,16 +136,16 @@ def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]
 
 
 def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool = False,
-             device: str = "cpu", beam_size: int = 1) -> dict[str, Any]:
+             device: str = "cpu", beam_size: int = 1, precision: str = "fp32") -> dict[str, Any]:
     """Metrics of `model` on a split of a TaskData: loss, perplexity (+ exact match, BLEU, chrF)."""
     examples = data.encoded[split][:limit] if limit else data.encoded[split]
     if not examples:
         raise InputError(f"the {split} split of task {data.task} is empty; give more data")
     with prepared(model):  # the weights are fixed while scored: derived copies built once (nn/prepared.py)
-        return _evaluate(model, data, split, examples, with_bleu, device, beam_size)
+        return _evaluate(model, data, split, examples, with_bleu, device, beam_size, precision)
 
 
-def _evaluate(model, data, split, examples, with_bleu, device, beam_size) -> dict[str, Any]:
+def _evaluate(model, data, split, examples, with_bleu, device, beam_size, precision="fp32") -> dict[str, Any]:
     loss = mean_loss(model, examples, device=device)
     metrics: dict[str, Any] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "n": len(examples)}
     if data.kind == "seq2seq":
@@ -156,7 +157,8 @@ def _evaluate(model, data, split, examples, with_bleu, device, beam_size) -> dic
         for (src, _), (ids, _) in zip(raw, examples):
             first_ids.setdefault(src, ids)
         output_of = dict(zip(first_ids, (data.tgt_tok.decode(ids) for ids in
-                                         translate_ids(model, list(first_ids.values()), beam_size, device=device))))
+                                         translate_ids(model, list(first_ids.values()), beam_size, device=device,
+                                                       precision=precision))))
         items = error_rates.scored_items(raw)
         hyps, ref_lists = [output_of[src] for src, _ in items], [refs for _, refs in items]
         refs = error_rates.closest_references(hyps, ref_lists)
