@@ -29,7 +29,7 @@ from glassformer.experiments.claims_doc import build, render
 from glassformer.experiments.ngram import gate_text, text_baselines
 from glassformer.experiments.report import atomic_text
 from glassformer.experiments.stats import interval
-from glassformer.experiments.verdict import mean_std
+from glassformer.experiments.verdict import Variant, mean_std
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 SOURCE = DOCS / "claims_issue12.md"
@@ -90,7 +90,11 @@ def parse(text: str) -> tuple[list[dict], dict[str, str]]:
 
 
 def minilm_values(rows: list[dict]) -> None:
-    """The per-sentence MiniLM arms the page cut after 12 values, recomputed and checked."""
+    """The per-sentence MiniLM arms the page cut after 12 values, recomputed and checked; and the MiniLM arms
+    and checks of issue 28 §4 (attention among the words only, the cross-sentence baseline), taken from the
+    rows' own modules (`minilm_arms`) — a fixed pretrained model, so no training is needed to add them. The
+    new checks are held in "_new_checks" until `finish` has read the old ones."""
+    from glassformer.experiments import attention_locality, representation_convergence
     from glassformer.experiments.layer_probes import minilm_readings
     mini = minilm_readings(64)
     fresh = {
@@ -101,8 +105,9 @@ def minilm_values(rows: list[dict]) -> None:
         "MiniLM: last − first entropy": [r["entropy"][-1] - r["entropy"][0] for r in mini],
         "no change": [0.0] * 64,
     }
+    modules = {"representation-convergence": representation_convergence, "attention-locality": attention_locality}
     for row in rows:
-        if row["id"] not in ("representation-convergence", "attention-locality"):
+        if row["id"] not in modules:
             continue
         for v in row["variants"]:
             if v["name"] in fresh:
@@ -110,6 +115,22 @@ def minilm_values(rows: list[dict]) -> None:
                 got = fresh[v["name"]]
                 assert all(abs(a - b) <= 5e-4 * max(1, abs(b)) for a, b in zip(shown, got)), v["name"]
                 v["values"] = got
+        variants, checks = modules[row["id"]].minilm_arms(mini)
+        names = {v["name"] for v in row["variants"]}
+        row["variants"] += [{"name": v.name, "metric": v.metric, "values": v.values, "rate": v.rate}
+                            for v in variants if v.name not in names]
+        by_name = {v.name: v for v in variants}
+        by_name["no change"] = Variant("no change", "0", fresh["no change"])
+        new = [c.evaluate(by_name) for c in checks]
+        row["checks"] = [c for c in row["checks"] if not c["claim"].startswith("MiniLM")]
+        row["_new_checks"] = new
+        key, what = ("distance_content", "MiniLM's mean attention distance per layer among the words only "
+                     "(no [CLS]/[SEP])") if row["id"] == "attention-locality" else \
+            ("cross", "MiniLM's cross-sentence cosine per layer (x0 first; the anisotropy baseline)")
+        per_layer = [round(sum(r[key][i] for r in mini) / len(mini), 3) for i in range(len(mini[0][key]))]
+        row["setup"] += f" Added by issue 28 §4 (no retraining: MiniLM only): {what} {per_layer}."
+        row["notes"] = modules[row["id"]].NOTES if row["id"] == "attention-locality" else \
+            row["notes"] + " " + representation_convergence.MINILM_KIND
 
 
 def finish(rows: list[dict]) -> None:
@@ -136,6 +157,7 @@ def finish(rows: list[dict]) -> None:
             c["higher_is_better"] = (raw > 0) == (c["printed_d"] > 0)
             c["ceiling"] = CEILINGS.get((row["id"], c["claim"]))
             c["floor"] = None
+        row["checks"] += row.pop("_new_checks", [])
         row["gate"] = None
         if row["id"] in TEXT_ROWS:
             L = TEXT_ROWS[row["id"]]

@@ -50,16 +50,39 @@ def attention_entropy(pattern: torch.Tensor) -> float:
     return float(-(p * torch.log(p.clamp_min(1e-30))).sum(-1).mean())
 
 
-def layer_readings(model: torch.nn.Module, ids: torch.Tensor, stack: str) -> dict[str, list[float]]:
-    """Per layer: cosine of the token vectors (x0, then each layer's output), attention distance, entropy."""
+def content_distance(pattern: torch.Tensor, special: torch.Tensor) -> float:
+    """attention_distance with the special positions (a bool mask over positions) taken out: their
+    rows (queries) dropped, their columns (keys) dropped and each query's weights renormalised over
+    the content keys that are left — the distance among words only, not to [CLS]/[SEP]."""
+    keep = ~special
+    p = pattern[:, keep][:, :, keep].double()
+    return attention_distance(p / p.sum(-1, keepdim=True))
+
+
+def cross_cosine(h: torch.Tensor, g: torch.Tensor) -> float:
+    """Mean cosine over all pairs (a row of h, a row of g): the similarity of two *different*
+    sentences' token vectors, the anisotropy baseline of within-sentence similarity (Ethayarajh 2019)."""
+    u = torch.nn.functional.normalize(h.double(), dim=-1)
+    v = torch.nn.functional.normalize(g.double(), dim=-1)
+    return float((u @ v.T).mean())
+
+
+def layer_readings(model: torch.nn.Module, ids: torch.Tensor, stack: str,
+                   special: torch.Tensor | None = None) -> dict[str, list]:
+    """Per layer: cosine of the token vectors (x0, then each layer's output), attention distance, entropy;
+    with `special` (bool per position), also the distance among content tokens and the vectors themselves."""
     _, tr = run_with_trace(model, ids, names=["x0", f"{stack}.*.out", f"{stack}.*.*attn.pattern"])
     n = sum(1 for k in tr if k.endswith(".out") and k.count(".") == 2)
     outs = [tr["x0"][0]] + [tr[f"{stack}.{i}.out"][0] for i in range(n)]
     pats = [tr[next(k for k in tr if k.startswith(f"{stack}.{i}.") and k.endswith("attn.pattern"))][0]
             for i in range(n)]
-    return {"cosine": [mean_pairwise_cosine(h) for h in outs],
-            "distance": [attention_distance(p) for p in pats],
-            "entropy": [attention_entropy(p) for p in pats]}
+    out = {"cosine": [mean_pairwise_cosine(h) for h in outs],
+           "distance": [attention_distance(p) for p in pats],
+           "entropy": [attention_entropy(p) for p in pats]}
+    if special is not None:
+        out["distance_content"] = [content_distance(p, special) for p in pats]
+        out["vectors"] = outs
+    return out
 
 
 @lru_cache(maxsize=1)
@@ -77,13 +100,21 @@ def sentences(n: int, min_words: int = 8) -> list[str]:
 
 
 def minilm_readings(n_sentences: int) -> list[dict[str, list[float]]]:
-    """layer_readings of MiniLM for each sentence (truncated to 32 WordPiece tokens)."""
+    """layer_readings of MiniLM for each sentence (truncated to 32 WordPiece tokens), with
+    "distance_content" (attention distance without [CLS]/[SEP]) and "cross" (per layer, the mean cosine
+    between this sentence's token vectors and the next sentence's, the last paired with the first)."""
     model, tok = _minilm()
     out = []
     for text in sentences(n_sentences):
         ids, _ = tok.encode_batch([text], max_length=32)
+        special = (ids[0] == tok.cls_id) | (ids[0] == tok.sep_id)
         with torch.no_grad():
-            out.append(layer_readings(model, ids, "enc"))
+            out.append(layer_readings(model, ids, "enc", special))
+    for i, r in enumerate(out):
+        other = out[(i + 1) % len(out)]["vectors"]
+        r["cross"] = [cross_cosine(h, g) for h, g in zip(r["vectors"], other)]
+    for r in out:
+        del r["vectors"]
     return out
 
 

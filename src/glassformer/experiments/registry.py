@@ -54,6 +54,8 @@ EXPERIMENTS = {
     "ln-init-variance": "ln_init_variance",
     "batchnorm-padding": "batchnorm_padding",
     "tied-qk": "tied_qk",
+    "head-pruning": "head_pruning",
+    "ffn-memories": "ffn_memories",
 }
 
 

@@ -112,10 +112,15 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
       rows=("attention-cost",)),
     S("convergence", "seed 000 §7.4", "所有词对之间的相似度都上升了", "every pair of words becomes more similar",
       rows=("representation-convergence",),
-      why='both main checks decide; confounds still in the data: no cross-sentence (anisotropy) baseline is subtracted and MiniLM (all-MiniLM-L6-v2) is a contrastively trained sentence encoder, not a plain MLM'),
+      why="both main checks decide: MiniLM's with the cross-sentence (anisotropy) change subtracted, and the trained "
+          "LM's (no baseline yet: it needs the LM retrained). MiniLM (all-MiniLM-L6-v2) is a contrastively trained "
+          "sentence encoder, not a plain MLM: its last layer pushes different sentences apart (the cross-sentence "
+          "cosine falls back there), so the side check at layer 5 is shown beside it"),
     S("locality", "seed 000 §2.6", "浅层（接近输入的层）的头更多关注局部模式，深层（接近输出的层）的头更多关注全局/抽象模式",
       "heads in shallow layers attend locally, heads in deep layers globally", rows=("attention-locality",),
-      why="both main checks decide and disagree (MiniLM farther, the causal LM nearer); confound still in the data: about half of MiniLM's growth is attention to [CLS]/[SEP]"),
+      why="both main checks decide: MiniLM's among the words only ([CLS]/[SEP] removed as queries and keys, so a "
+          "head parked on a sink does not count as attending far; the distance with them is a side check) and the "
+          "causal LM's"),
     S("no-layernorm", "seed 003 §4", "移除LayerNorm后即使有残差连接训练loss在第3个epoch就开始剧烈震荡验证集准确率停滞在随机水平",
       "without LayerNorm, even with residuals, the loss oscillates and validation accuracy stays at chance",
       rows=("no-layernorm",),
@@ -128,6 +133,17 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
     S("why-three", "seed 000 §1.9", "Q 和 K 分工：Q 负责\"提问\"……K 负责\"被找到\"",
       "Q and K have different jobs, so they need separate projections", rows=("tied-qk",),
       why='the main check decides: speed to a loss bar, since both arms reach ≈ 99% accuracy on lag(1)'),
+    S("head-specialisation", "seed 000 §2.3", "把\"词义空间\"切成 h 个子空间。每个子空间捕捉一种语言特征维度……这不是设计，是涌现",
+      "the heads split the space into h subspaces, each capturing its own kind of feature: emergent, not designed",
+      rows=("head-pruning",),
+      why="both main checks decide: heads differ in importance (pruning by importance beats random pruning) and, "
+          "as Michel et al. 2019 found, 40% of them can go with little loss; MiniLM is a contrastive sentence "
+          "encoder with no MLM head, so the quality proxy is its own sentence embedding"),
+    S("ffn-neurons", "seed 003 §5", "当输入包含“breach of contract”违约时FFN的第1247个神经元会持续高激活……这表明FFN确实在学习将注意力机制捕获的粗粒度关联转化为细粒度的、领域特定的语义特征",
+      "single FFN neurons fire on specific inputs ('breach of contract' → neuron 1247): the FFN's neurons are "
+      "keys for recognisable patterns (Geva et al. 2021: key-value memories)", rows=("ffn-memories",),
+      why="the main check decides: token-selective neurons against a shuffled-activation baseline, a lower bound "
+          "(only the shallowest pattern, the same token, is counted)"),
 )
 
 
