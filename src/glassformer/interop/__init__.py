@@ -29,3 +29,9 @@ def from_hf(hf_model):
         raise InputError(f"cannot convert {name}; supported: {', '.join(sorted(CONVERTERS))}")
     module = importlib.import_module(f"{__name__}.{CONVERTERS[name]}")
     return module.convert(hf_model)
+
+
+def to_hf(model, tokenizers=None):
+    """The `transformers` model that computes `model`'s function (see interop/export.py)."""
+    from .export import to_hf as _to_hf
+    return _to_hf(model, tokenizers)
