@@ -101,7 +101,27 @@ def logits_error(model, hf) -> float:
     return (ref[..., :ours.shape[-1]] - ours).abs().max().item()
 
 
+@contextmanager
+def quiet_transformers():
+    """No progress bars or generation-config notices from transformers while exporting (one-line output)."""
+    from transformers.utils import logging as hf_logging
+    level, bars = hf_logging.get_verbosity(), hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(level)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
 def _write_hf(model, folder: Path, tokenizers: dict | None) -> dict:
+    with quiet_transformers():
+        return _write_hf_quietly(model, folder, tokenizers)
+
+
+def _write_hf_quietly(model, folder: Path, tokenizers: dict | None) -> dict:
     hf = to_hf(model, tokenizers)
     ex: Export = hf.glassformer_export
     hf.save_pretrained(folder)
@@ -128,7 +148,7 @@ def save(model, out: str | Path, fmt: str = "hf", tokenizers: dict | None = None
     if int8 and fmt != "ctranslate2":
         raise InputError(f"--int8 applies to --format ctranslate2 only, not {fmt}")
     out = check_out(out, force)
-    with atomic_folder(out) as tmp:
+    with quiet_transformers(), atomic_folder(out) as tmp:
         if fmt == "hf":
             report = _write_hf(model, tmp, tokenizers)
         elif fmt == "ctranslate2":
