@@ -13,7 +13,8 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-from cli_helpers import run, train_once
+from cli_helpers import run
+from export_helpers import held_out, train_runs
 from glassformer.errors import InputError
 from glassformer.interop import export_folder
 from glassformer.train.checkpoint import load_checkpoint
@@ -23,49 +24,24 @@ from glassformer.train.tasks import raw_splits
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TOL = 1e-5
-SIZE = ["--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "128", "--threads", "1", "--quiet"]
-PROSE = ["the cat eats the fish .", "a dog sees the bird on the hill .", "my friend reads a long book .",
-         "the old man walks to the river .", "we drink tea in the morning ."]
-RUNS = {  # name: (train arguments, family the export must choose)
-    "zh-en": (["--task", "zh-en", "--max-steps", "8", "--eval-every", "8", "--eval-size", "20"], "marian"),
-    # auto picks word tokens for this closed vocabulary; paper keeps the task's BPE
-    "tsv-auto": (["--task", "tsv", "--data", "{pairs}", "--max-steps", "8", "--eval-every", "8"], "pegasus"),
-    "tsv-paper": (["--task", "tsv", "--data", "{pairs}", "--recipe", "paper", "--max-steps", "8", "--eval-every", "8",
-                   "--vocab-size", "120"], "marian"),
-    "lm-auto": (["--task", "lm", "--data", "{text}", "--max-steps", "8", "--eval-every", "8", "--block-size", "32"],
-                "gpt2"),
-    "lm-paper": (["--task", "lm", "--data", "{text}", "--recipe", "paper", "--max-steps", "8", "--eval-every", "8",
-                  "--block-size", "32"], "openai-gpt"),
-}
+FAMILY = {"zh-en": "marian", "tsv-auto": "pegasus", "tsv-paper": "marian", "lm-auto": "gpt2", "lm-paper": "openai-gpt"}
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    root = tmp_path_factory.mktemp("runs")
-    pairs, text = root / "pairs.tsv", root / "text.txt"
-    fr = ["le chat mange le poisson .", "un chien voit l' oiseau sur la colline .", "mon ami lit un long livre .",
-          "le vieil homme marche vers la rivière .", "nous buvons du thé le matin ."]
-    pairs.write_text("".join(f"{e}\t{f}\n" for _ in range(12) for e, f in zip(PROSE, fr)), encoding="utf-8")
-    text.write_text("\n".join(PROSE * 12) + "\n", encoding="utf-8")
-    out = {}
-    for name, (args, _) in RUNS.items():
-        folder = root / name
-        train_once(*[a.format(pairs=pairs, text=text) for a in args], "--out", str(folder), *SIZE)
-        out[name] = folder
-    return out
+    return train_runs(tmp_path_factory.mktemp("runs"), FAMILY)
 
 
 def _held_out_and_train(ck):
-    splits = raw_splits(TrainConfig.from_dict(ck.meta["train_config"]))
-    return splits["test"][:6], splits["train"]
+    return held_out(ck, 6), raw_splits(TrainConfig.from_dict(ck.meta["train_config"]))["train"]
 
 
-@pytest.mark.parametrize("name", RUNS)
+@pytest.mark.parametrize("name", FAMILY)
 def test_exported_run_equals_ours_in_transformers(name, runs, tmp_path, monkeypatch, capsys):
     out = tmp_path / "hf"
     code, stdout, err = run(monkeypatch, capsys, "export", "--ckpt", str(runs[name]), "--format", "hf", "--out", str(out))
     assert code == 0, err
-    family = RUNS[name][1]
+    family = FAMILY[name]
     assert f"family: {family}" in stdout
     report = json.loads((out / "glassformer_export.json").read_text())
     assert report["family"] == family

@@ -52,10 +52,22 @@ class _Decoder(nn.Module):
                        decoder_input_ids=decoder_input_ids, use_cache=False).logits
 
 
-def _export(module: nn.Module, args: tuple, names: list[str], output: str, axes: dict, path: Path) -> None:
-    with contextlib.redirect_stdout(io.StringIO()):  # the exporter prints its progress
-        torch.onnx.export(module, args, str(path), input_names=names, output_names=[output],
-                          dynamic_axes=axes, dynamo=True, verbose=False, external_data=False)
+def _export(module: nn.Module, args: tuple, names: list[str], output: str, path: Path) -> None:
+    """One graph; every input's batch and length axes dynamic (Dim.AUTO: the exporter ties equal ones)."""
+    import logging
+    import warnings
+    auto = torch.export.Dim.AUTO
+    shapes = {name: {i: auto for i in range(a.dim() - (a.dim() == 3))} for name, a in zip(names, args)}
+    onnx_log = logging.getLogger("torch.onnx")
+    level = onnx_log.level
+    onnx_log.setLevel(logging.ERROR)  # "torchvision is not installed" notices: nothing here uses it
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():  # progress and deprecations
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module.eval(), args, str(path), input_names=names, output_names=[output],
+                              dynamic_shapes=shapes, dynamo=True, verbose=False, external_data=False)
+    finally:
+        onnx_log.setLevel(level)
 
 
 def write_onnx(model, folder: Path, tokenizers, write_hf) -> dict:
@@ -71,20 +83,16 @@ def write_onnx(model, folder: Path, tokenizers, write_hf) -> dict:
     cfg = model.config
     src, pad, tgt = probe(cfg)  # the export's example: batch 2, lengths 7 and 5
     mask = (~pad).long()
-    seq = {0: "batch", 1: "seq"}
     with torch.no_grad():
         if cfg.arch == "decoder":
-            _export(_LM(hf), (src, mask), ["input_ids", "attention_mask"], "logits",
-                    {"input_ids": seq, "attention_mask": seq, "logits": seq}, folder / "model.onnx")
+            _export(_LM(hf), (src, mask), ["input_ids", "attention_mask"], "logits", folder / "model.onnx")
         else:
             _export(_Encoder(hf), (src, mask), ["input_ids", "attention_mask"], "encoder_hidden_states",
-                    {"input_ids": seq, "attention_mask": seq, "encoder_hidden_states": seq}, folder / "encoder.onnx")
+                    folder / "encoder.onnx")
         if cfg.arch == "encoder-decoder":
             memory = _Encoder(hf)(src, mask)
-            tseq = {0: "batch", 1: "tgt"}
             _export(_Decoder(hf), (tgt, memory, mask), ["decoder_input_ids", "encoder_hidden_states", "attention_mask"],
-                    "logits", {"decoder_input_ids": tseq, "encoder_hidden_states": seq, "attention_mask": seq,
-                               "logits": tseq}, folder / "decoder.onnx")
+                    "logits", folder / "decoder.onnx")
     err = onnx_error(ort, model, folder)
     if not err <= CHECK_TOL["onnx"]:
         raise InputError(f"ONNX Runtime's logits are {err:.2e} away from ours (allowed {CHECK_TOL['onnx']:g}); "
