@@ -15,7 +15,7 @@ from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, 
 from glassformer.config import ModelConfig
 from glassformer.errors import InputError
 from glassformer.interop import from_hf, to_hf
-from glassformer.interop.export import half_split_basis
+from glassformer.interop.rewrites import half_split_basis
 from glassformer.nn import build_model
 from seq2seq_helpers import perturb
 

@@ -3,6 +3,9 @@
 `from_hf(hf_model)` dispatches on the Hugging Face class name; each converter builds a
 `ModelConfig` honouring the family's quirks and copies the weights into the seed's layout
 (W_Q (n_heads, d_model, d_k), Q = X·W_Q + b_Q, ...).
+
+`to_hf(model)` goes the other way (export.py chooses the family; each hf_<family>.py holds both
+directions), and `glassformer export` writes the folder (export_folder.py).
 """
 
 from __future__ import annotations
