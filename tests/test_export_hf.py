@@ -81,7 +81,7 @@ def perturb_ours(model, seed=3):
             elif leaf.startswith("b_") or leaf == "beta":
                 t.copy_(0.3 * r)
             else:
-                t.copy_(r * t.shape[-1] ** -0.5 * 1.5)
+                t.copy_(r * t.shape[-1] ** -0.5)
     return model.eval()
 
 
@@ -250,3 +250,43 @@ def test_nan_weights_are_refused():
         model.dec[0].ffn.W_1[0, 0] = float("nan")
     with pytest.raises(InputError, match="dec.0.ffn.W_1 holds NaN"):
         to_hf(model)
+
+
+# ---- other configurations `glassformer train` flags can build, each to the family that computes it ----
+
+BASE = dict(vocab_size=V, d_model=24, n_heads=4, n_layers=2, d_ff=48, pad_id=0, bos_id=1, eos_id=2)
+FLAG_CONFIGS = {  # name: (ModelConfig fields, family)
+    # an encoder with sinusoids and × sqrt(d_model): learned table + folded scale, no segments (zero row)
+    "encoder-sinusoidal": (dict(arch="encoder", norm_position="post", embed_norm=True, pe="sinusoidal",
+                                embed_scale=True, activation="gelu"), "bert"),
+    # --norm rmsnorm --pe rope --activation swiglu --no-attn-bias --no-ffn-bias --embed-scale
+    "decoder-rope": (dict(arch="decoder", norm="rmsnorm", norm_position="pre", pe="rope", activation="swiglu",
+                          attn_bias=False, ffn_bias=False, embed_scale=True), "llama"),
+    # --pe relative --norm rmsnorm --no-scale-scores, no biases: T5 (tied head, no rescale)
+    "translator-relative": (dict(arch="encoder-decoder", norm="rmsnorm", norm_position="pre", pe="relative",
+                                 scale_scores=False, attn_bias=False, ffn_bias=False, rel_buckets=8,
+                                 rel_max_distance=16, activation="geglu"), "t5"),
+    # --pe learned --embed-norm, Post-LN, separate vocabularies: BART with one padded vocabulary size
+    "translator-learned": (dict(arch="encoder-decoder", pe="learned", embed_norm=True, max_len=64,
+                                share_embeddings=False, tgt_vocab_size=30, activation="gelu"), "bart"),
+}
+
+
+@pytest.mark.parametrize("name", FLAG_CONFIGS)
+def test_flag_configs_export_to_the_family_that_computes_them(name):
+    fields, family = FLAG_CONFIGS[name]
+    model = perturb_ours(build_model(ModelConfig(**{**BASE, **fields})))
+    hf = to_hf(model)
+    assert hf.glassformer_export.family == family
+    err = logits_error(model, hf)
+    print(f"{name} -> {family}: max abs logit error {err:.2e}")
+    assert err <= TOL
+    if model.config.arch != "encoder":
+        greedy_equal(model, hf)
+
+
+def test_tokenizers_of_another_vocabulary_are_refused():
+    from glassformer.tokenize import build_tokenizer
+    model = build_model(_recipe_config("lm", "auto"))
+    with pytest.raises(InputError, match="the lm tokenizer has .* tokens but the model's vocabulary has"):
+        to_hf(model, build_tokenizer("char", ["xyz"]))
