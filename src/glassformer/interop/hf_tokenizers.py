@@ -51,8 +51,12 @@ def backend(tok, lm: bool = False):
 def to_fast(tok, lm: bool = False):
     """`transformers.PreTrainedTokenizerFast` with our special tokens (pad/bos/eos/unk = 0/1/2/3)."""
     from transformers import PreTrainedTokenizerFast
+    # char/word/jieba read "<unk>" typed in a text as its characters (or as the word "<unk>"), never as the
+    # special token; `tokenizers` matches added tokens in raw text unless told to split them
+    literal = tok.kind in ("char", "word", "jieba")
     fast = PreTrainedTokenizerFast(tokenizer_object=backend(tok, lm), pad_token=PAD, bos_token=BOS,
-                                   eos_token=EOS, unk_token=UNK, clean_up_tokenization_spaces=False)
+                                   eos_token=EOS, unk_token=UNK, clean_up_tokenization_spaces=False,
+                                   split_special_tokens=literal)
     if tok.kind == "jieba":
         fast.init_kwargs["glassformer_pre_segmentation"] = (
             "jieba: separate words by spaces before encoding; an unsegmented run that is not one vocabulary word "
