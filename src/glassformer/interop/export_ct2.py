@@ -89,11 +89,13 @@ def write_ctranslate2(model, folder: Path, tokenizers, int8: bool, write_hf) -> 
         raise InputError("--format ctranslate2 needs the checkpoint's tokenizers (CTranslate2 works on tokens); "
                          "this checkpoint has none")
     from transformers import AutoTokenizer
-    hf_dir = folder / "hf"
-    report = write_hf(model, hf_dir, tokenizers)
-    family = report["family"]
+
+    from .export import plan
+    family = plan(model).family  # before writing anything
     if family in NO_LOADER:
         raise InputError(f"CTranslate2 has no converter for {NO_LOADER[family]}; use --format hf or onnx")
+    hf_dir = folder / "hf"
+    report = write_hf(model, hf_dir, tokenizers)
     cfg = model.config
     quant = "int8" if int8 else None
     ct2_dir = folder / ".ctranslate2"  # the converter replaces its output folder: files moved up after

@@ -38,7 +38,7 @@ class _Encoder(nn.Module):
         self.hf = hf
 
     def forward(self, input_ids, attention_mask):
-        enc = self.hf.get_encoder() if hasattr(self.hf, "get_encoder") else self.hf
+        enc = self.hf.get_encoder() if self.hf.config.is_encoder_decoder else self.hf  # BERT: the model itself
         return enc(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
