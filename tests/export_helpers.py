@@ -19,6 +19,7 @@ PAIRS = [("the cat eats the fish .", "le chat mange le poisson ."),
          ("we drink tea in the morning .", "nous buvons du thé le matin .")]
 TASKS = {  # name: train arguments ({pairs}: a TSV of PAIRS, {text}: their English side as lines)
     "zh-en": ["--task", "zh-en", "--eval-size", "20"],
+    "reverse": ["--task", "reverse", "--eval-size", "20"],  # a digit task: one vocabulary, shared embeddings
     "tsv-auto": ["--task", "tsv", "--data", "{pairs}"],  # auto: word tokens (closed vocabulary), Pre-LN
     "tsv-paper": ["--task", "tsv", "--data", "{pairs}", "--recipe", "paper", "--vocab-size", "120"],  # BPE, Post-LN
     "lm-auto": ["--task", "lm", "--data", "{text}", "--block-size", "32"],

@@ -1,7 +1,7 @@
 """`glassformer export --format ctranslate2`: CTranslate2's runtime decodes our greedy tokens.
 
 Runs trained by `glassformer train` (export_helpers.py): a zh-en translator (Marian, separate
-vocabularies, decoding from <bos>), a tsv translator of the auto recipe (Pegasus, Pre-LN) and a
+vocabularies, decoding from <bos>), a digit-reversal translator (one shared vocabulary), a tsv translator of the auto recipe (Pegasus, Pre-LN) and a
 character LM of the auto recipe (GPT-2). CTranslate2 is run here on the test split, not on the
 probe the export checked itself with.
 """
@@ -19,7 +19,7 @@ from glassformer.train.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAMILY = {"zh-en": "marian", "tsv-auto": "pegasus", "lm-auto": "gpt2"}
+FAMILY = {"zh-en": "marian", "reverse": "marian", "tsv-auto": "pegasus", "lm-auto": "gpt2"}
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def test_ctranslate2_greedy_equals_ours(name, runs, tmp_path, monkeypatch, capsy
         translator = ctranslate2.Translator(str(out), device="cpu", intra_threads=1)
         sources = [s for s, _ in test]
         results = translator.translate_batch([tok.convert_ids_to_tokens(tok(s).input_ids) for s in sources],
-                                             beam_size=1, max_decoding_length=32,
+                                             beam_size=1, max_decoding_length=32, min_decoding_length=0,
                                              suppress_sequences=[[tgt_tok.pad_token]])
         for s, r in zip(sources, results):
             ours = _until_eos(model.generate(torch.tensor([ck.src_tokenizer.encode(s)]))[0, 1:].tolist(), cfg.eos_id)
@@ -65,7 +65,9 @@ def test_ctranslate2_greedy_equals_ours(name, runs, tmp_path, monkeypatch, capsy
             ours = model.generate(torch.tensor([prompt]), max_new_tokens=20)[0, len(prompt):].tolist()
             assert _until_eos(list(r.sequences_ids[0]), cfg.eos_id) == _until_eos(ours, cfg.eos_id)
             lengths.append(len(ours))
-    assert max(lengths) > 0
+    # after 30 steps the digit model still ends at once: equal empty outputs are the case CTranslate2's
+    # default min_decoding_length=1 would break; the others must have generated something
+    assert max(lengths) > 0 or name == "reverse"
 
 
 def test_ctranslate2_int8_converts_and_translates(runs, tmp_path, monkeypatch, capsys):

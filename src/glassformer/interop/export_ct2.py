@@ -136,14 +136,15 @@ def greedy_tokens(ctranslate2, model, ct2_dir: Path, hf_dir: Path, ids: torch.Te
         if cfg.arch == "encoder-decoder":
             translator = ctranslate2.Translator(str(ct2_dir), device="cpu", intra_threads=1)
             results = translator.translate_batch([src_tok.convert_ids_to_tokens(r) for r in rows], beam_size=1,
-                                                 max_decoding_length=32, suppress_sequences=pad_token)
+                                                 max_decoding_length=32, min_decoding_length=0,  # ours may end at once
+                                                 suppress_sequences=pad_token)
             theirs = [tgt_tok.convert_tokens_to_ids(r.hypotheses[0]) for r in results]
             for r in rows:
                 ours.append(_cut(model.generate(torch.tensor([r]))[0, 1:].tolist(), cfg.eos_id))
         else:
             generator = ctranslate2.Generator(str(ct2_dir), device="cpu", intra_threads=1)
             results = generator.generate_batch([src_tok.convert_ids_to_tokens(r) for r in rows], max_length=32,
-                                               sampling_topk=1, include_prompt_in_result=False,
+                                               sampling_topk=1, include_prompt_in_result=False, min_length=0,
                                                suppress_sequences=pad_token)
             theirs = [_cut(list(r.sequences_ids[0]), cfg.eos_id) for r in results]
             for r in rows:
