@@ -3,6 +3,9 @@
 `from_hf(hf_model)` dispatches on the Hugging Face class name; each converter builds a
 `ModelConfig` honouring the family's quirks and copies the weights into the seed's layout
 (W_Q (n_heads, d_model, d_k), Q = X·W_Q + b_Q, ...).
+
+`to_hf(model)` goes the other way (export.py chooses the family; each hf_<family>.py holds both
+directions), and `glassformer export` writes the folder (export_folder.py).
 """
 
 from __future__ import annotations
@@ -29,3 +32,9 @@ def from_hf(hf_model):
         raise InputError(f"cannot convert {name}; supported: {', '.join(sorted(CONVERTERS))}")
     module = importlib.import_module(f"{__name__}.{CONVERTERS[name]}")
     return module.convert(hf_model)
+
+
+def to_hf(model, tokenizers=None):
+    """The `transformers` model that computes `model`'s function (see interop/export.py)."""
+    from .export import to_hf as _to_hf
+    return _to_hf(model, tokenizers)

@@ -19,6 +19,7 @@ from ..errors import InputError
 from ..nn.model import build_model
 from ._seq2seq import (activation, copy_bart_like_layers, copy_embeddings_and_head, copy_norm,
                        embedding_layout, same, special_ids)
+from .writing import bart_like_config, bart_like_layers, norm, tables_and_head
 
 POSITION_OFFSET = 2  # BartLearnedPositionalEmbedding: rows 0 and 1 are never read
 
@@ -56,3 +57,21 @@ def convert(hf_model):
         copy_norm(getattr(model, f"{prefix}embed_norm"), stack.layernorm_embedding)
     copy_bart_like_layers(model, base.encoder, base.decoder)
     return model.eval()  # inference, like the other converters; .train() to fine-tune
+
+
+# ---- the other way: glassformer -> Hugging Face (see export.py for how the family is chosen) ----
+
+def to_hf(model):
+    """The BartForConditionalGeneration of a Post-LN translator with learned positions and embed_norm."""
+    from transformers import BartConfig, BartForConditionalGeneration
+    c = model.config
+    hf = BartForConditionalGeneration(BartConfig(**bart_like_config(c, c.tie_embeddings and c.share_embeddings)))
+    base = hf.model
+    with torch.no_grad():
+        for stack, prefix in ((base.encoder, ""), (base.decoder, "dec_")):
+            stack.embed_positions.weight[2:].copy_(getattr(model, f"{prefix}pos").W_pos)  # BART's offset of 2
+            stack.embed_positions.weight[:2].zero_()  # never read
+            norm(stack.layernorm_embedding, getattr(model, f"{prefix}embed_norm"))
+    tables_and_head(hf, model)
+    bart_like_layers(model, base.encoder, base.decoder, pre_ln_final=False)
+    return hf

@@ -21,6 +21,7 @@ import torch
 from ..config import ModelConfig
 from ..nn import EncoderModel, build_model
 from .common import Weights, hf_parts, linear_in_out, put, require, set_attention, set_ffn, set_norm, token_id
+from .writing import PLAIN_ACTS, attention, dropouts, ffn, norm
 
 # hidden_act -> glassformer activation (gelu_new / gelu_pytorch_tanh are the tanh approximation §6.1)
 ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
@@ -86,3 +87,34 @@ def convert(hf_model) -> EncoderModel:
     `hf_model(ids, attention_mask=..., token_type_ids=...).last_hidden_state`.
     """
     return from_parts(*hf_parts(hf_model))
+
+
+# ---- the other way: glassformer -> Hugging Face (see export.py for how the family is chosen) ----
+
+def to_hf(model):
+    """The BertModel (no pooler) of an encoder in BERT's form (export.py chose the family)."""
+    from transformers import BertConfig, BertModel
+    c = model.config
+    drop, adrop = dropouts(c)
+    hf = BertModel(BertConfig(
+        vocab_size=c.vocab_size, hidden_size=c.d_model, num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads, intermediate_size=c.d_ff, hidden_act=PLAIN_ACTS[c.activation],
+        hidden_dropout_prob=drop, attention_probs_dropout_prob=adrop, max_position_embeddings=c.max_len,
+        type_vocab_size=max(1, c.n_segments), layer_norm_eps=c.norm_eps, pad_token_id=c.pad_id or 0,
+        attn_implementation="eager"), add_pooling_layer=False)
+    with torch.no_grad():
+        e = hf.embeddings
+        e.word_embeddings.weight.copy_(model.embed.W_E)
+        e.position_embeddings.weight.copy_(model.pos.W_pos)
+        if c.n_segments:
+            e.token_type_embeddings.weight.copy_(model.segment.W_E)
+        else:  # BERT always adds a token-type row: a zero row adds nothing
+            e.token_type_embeddings.weight.zero_()
+        norm(e.LayerNorm, model.embed_norm)
+    for ours, theirs in zip(model.enc, hf.encoder.layer, strict=True):
+        a = theirs.attention
+        attention(ours.attn, a.self.query, a.self.key, a.self.value, a.output.dense)
+        norm(a.output.LayerNorm, ours.norm1)
+        ffn(ours.ffn, theirs.intermediate.dense, theirs.output.dense)
+        norm(theirs.output.LayerNorm, ours.norm2)
+    return hf

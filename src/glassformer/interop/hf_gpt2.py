@@ -19,6 +19,7 @@ import torch
 from ..config import ModelConfig
 from ..nn import DecoderLM, build_model
 from .common import Weights, hf_parts, linear_in_out, put, require, set_attention, set_ffn, set_norm, token_id
+from .writing import PLAIN_ACTS, dropouts, gpt_block, head, hf_ids, norm
 
 ACTIVATIONS = {"gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh", "gelu": "gelu",
                "relu": "relu", "silu": "silu", "swish": "silu"}
@@ -84,3 +85,26 @@ def from_parts(cfg: Mapping[str, Any], state: Mapping[str, torch.Tensor]) -> Dec
 def convert(hf_model) -> DecoderLM:
     """glassformer DecoderLM whose logits equal a GPT2LMHeadModel's (or, via `dec_norm`, a GPT2Model's)."""
     return from_parts(*hf_parts(hf_model))
+
+
+# ---- the other way: glassformer -> Hugging Face (see export.py for how the family is chosen) ----
+
+def to_hf(model):
+    """The GPT2LMHeadModel of a Pre-LN decoder with a learned table (export.py made it so)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    c = model.config
+    drop, adrop = dropouts(c)
+    hf = GPT2LMHeadModel(GPT2Config(
+        vocab_size=c.vocab_size, n_positions=c.max_len, n_embd=c.d_model, n_layer=c.n_layers, n_head=c.n_heads,
+        n_inner=c.d_ff, activation_function=PLAIN_ACTS[c.activation], resid_pdrop=drop, embd_pdrop=drop,
+        attn_pdrop=adrop, layer_norm_epsilon=c.norm_eps, scale_attn_weights=c.scale_scores,
+        tie_word_embeddings=c.tie_embeddings, attn_implementation="eager", **hf_ids(c)))
+    t = hf.transformer
+    with torch.no_grad():
+        t.wte.weight.copy_(model.embed.W_E)
+        t.wpe.weight.copy_(model.pos.W_pos)
+    for ours, theirs in zip(model.dec, t.h, strict=True):
+        gpt_block(ours, theirs)
+    norm(t.ln_f, model.dec_norm)
+    head(hf.lm_head, model)
+    return hf

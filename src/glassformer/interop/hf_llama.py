@@ -12,6 +12,8 @@ n_heads / n_kv query heads; copying that K/V head to each query head it serves i
 
 from __future__ import annotations
 
+import math
+
 from typing import Any, Mapping
 
 import torch
@@ -19,6 +21,7 @@ import torch
 from ..config import ModelConfig
 from ..nn import DecoderLM, build_model
 from .common import Weights, hf_parts, linear_in_out, put, require, set_attention, set_ffn, set_norm, token_id
+from .writing import det, ffn, head, head_bias, heads, hf_ids, linear, norm
 
 GATES = {"silu": "swiglu", "swish": "swiglu", "relu": "reglu", "gelu_pytorch_tanh": "geglu", "gelu_new": "geglu"}
 
@@ -97,3 +100,52 @@ def from_parts(cfg: Mapping[str, Any], state: Mapping[str, torch.Tensor]) -> Dec
 def convert(hf_model) -> DecoderLM:
     """glassformer DecoderLM whose logits equal a LlamaForCausalLM's."""
     return from_parts(*hf_parts(hf_model))
+
+
+# ---- the other way: glassformer -> Hugging Face (see export.py for how the family is chosen) ----
+
+def kv_groups(attn) -> int:
+    """How many K/V heads the repeated ones are: the fewest n_kv whose groups are bit-equal copies."""
+    H = attn.n_heads
+    for n_kv in range(1, H + 1):
+        if H % n_kv:
+            continue
+        rep = H // n_kv
+        ok = all(torch.equal(getattr(attn, name)[g * rep], getattr(attn, name)[g * rep + r])
+                 for name in ("W_K", "W_V", "b_K", "b_V") if getattr(attn, name) is not None
+                 for g in range(n_kv) for r in range(1, rep))
+        if ok:
+            return n_kv
+    return H
+
+
+def to_hf(model):
+    """The LlamaForCausalLM of an RMSNorm/RoPE/gated decoder; grouped K/V heads written once (n_kv)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    c = model.config
+    # groups that repeat in every layer: the least common multiple of each layer's fewest (all divide n_heads)
+    n_kv = math.lcm(*[kv_groups(layer.self_attn) for layer in model.dec])
+    rep = c.n_heads // n_kv
+    act = {"swiglu": "silu", "geglu": "gelu_pytorch_tanh", "reglu": "relu"}[c.activation]
+    hf = LlamaForCausalLM(LlamaConfig(
+        vocab_size=c.vocab_size, hidden_size=c.d_model, intermediate_size=c.d_ff, num_hidden_layers=c.n_layers,
+        num_attention_heads=c.n_heads, num_key_value_heads=n_kv, head_dim=c.head_dim, hidden_act=act,
+        max_position_embeddings=c.max_len, rms_norm_eps=c.norm_eps, tie_word_embeddings=c.tie_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": c.rope_theta}, attention_bias=c.attn_bias,
+        mlp_bias=c.ffn_bias, attention_dropout=float(c.attn_dropout_p), attn_implementation="eager", **hf_ids(c)))
+    m = hf.model
+    with torch.no_grad():
+        m.embed_tokens.weight.copy_(model.embed.W_E)
+    for ours, theirs in zip(model.dec, m.layers, strict=True):
+        a, s = ours.self_attn, theirs.self_attn
+        linear(s.q_proj, heads(det(a.W_Q)), head_bias(det(a.b_Q)))
+        for sym, lin in (("K", s.k_proj), ("V", s.v_proj)):  # one head per group: n_kv heads written, not repeated
+            W, b = det(getattr(a, f"W_{sym}"))[::rep], det(getattr(a, f"b_{sym}"))
+            linear(lin, heads(W), None if b is None else b[::rep].reshape(-1))
+        linear(s.o_proj, det(a.W_O), det(a.b_O))
+        norm(theirs.input_layernorm, ours.norm1)
+        norm(theirs.post_attention_layernorm, ours.norm2)
+        ffn(ours.ffn, theirs.mlp.up_proj, theirs.mlp.down_proj, theirs.mlp.gate_proj)
+    norm(m.norm, model.dec_norm)
+    head(hf.lm_head, model)
+    return hf

@@ -20,6 +20,7 @@ from ..nn.model import build_model
 from ..nn.positional import SinusoidalPE
 from ._seq2seq import (activation, copy_bart_like_layers, copy_embeddings_and_head, embedding_layout,
                        same, special_ids)
+from .writing import bart_like_config, bart_like_layers, sinusoid_tables, tables_and_head
 
 
 def marian_config(hf_config, layout: dict) -> ModelConfig:
@@ -66,3 +67,18 @@ def convert(hf_model):
                              hf_model.final_logits_bias)
     copy_bart_like_layers(model, base.encoder, base.decoder)
     return model.eval()  # inference, like the other converters; .train() to fine-tune
+
+
+# ---- the other way: glassformer -> Hugging Face (see export.py for how the family is chosen) ----
+
+def to_hf(model):
+    """The MarianMTModel of a Post-LN translator with half-split sinusoids."""
+    from transformers import MarianConfig, MarianMTModel
+    c = model.config
+    share = c.share_embeddings
+    hf = MarianMTModel(MarianConfig(**bart_like_config(
+        c, c.tie_embeddings, decoder_vocab_size=c.out_vocab_size, share_encoder_decoder_embeddings=share)))
+    sinusoid_tables(hf.model, model)
+    tables_and_head(hf, model)
+    bart_like_layers(model, hf.model.encoder, hf.model.decoder, pre_ln_final=False)
+    return hf

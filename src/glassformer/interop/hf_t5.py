@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..nn.model import build_model
 from ._seq2seq import (activation, copy_attention, copy_embeddings_and_head, copy_ffn, copy_norm,
                        embedding_layout, special_ids)
+from .writing import attention, ffn, hf_ids, norm
 
 GATED = {"gelu_new": "geglu", "gelu_pytorch_tanh": "geglu", "silu": "swiglu", "swish": "swiglu",
          "relu": "reglu"}
@@ -100,3 +101,50 @@ def convert(hf_model):
     copy_norm(model.enc_norm, enc.final_layer_norm)
     copy_norm(model.dec_norm, dec.final_layer_norm)
     return model.eval()  # inference, like the other converters; .train() to fine-tune
+
+
+# ---- the other way: glassformer -> Hugging Face (see export.py for how the family is chosen) ----
+
+def to_hf(model):
+    """The T5ForConditionalGeneration of an RMSNorm, relative-bias, unscaled-scores translator."""
+    from transformers import T5Config, T5ForConditionalGeneration
+    c = model.config
+    proj = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu",
+            "swiglu": "gated-silu", "geglu": "gated-gelu", "reglu": "gated-relu"}[c.activation]
+    hf = T5ForConditionalGeneration(T5Config(
+        vocab_size=c.vocab_size, d_model=c.d_model, d_kv=c.head_dim, d_ff=c.d_ff, num_layers=c.n_layers,
+        num_decoder_layers=c.dec_layers, num_heads=c.n_heads, relative_attention_num_buckets=c.rel_buckets,
+        relative_attention_max_distance=c.rel_max_distance, dropout_rate=float(c.dropout),
+        layer_norm_epsilon=c.norm_eps, feed_forward_proj=proj, decoder_start_token_id=c.start_id,
+        tie_word_embeddings=c.tied_head_rescale,  # transformers 5: this flag now only says "rescale"
+        attn_implementation="eager", **hf_ids(c)))
+    enc, dec = hf.encoder, hf.decoder
+    with torch.no_grad():
+        hf.shared.weight.copy_(model.embed.W_E)
+        enc.block[0].layer[0].SelfAttention.relative_attention_bias.weight.copy_(model.pos.W_rel)
+        dec.block[0].layer[0].SelfAttention.relative_attention_bias.weight.copy_(model.dec_pos.W_rel)
+
+    def t5_ffn(ours, layer):
+        d = layer.DenseReluDense
+        if hasattr(d, "wi_0"):
+            ffn(ours, d.wi_1, d.wo, d.wi_0)
+        else:
+            ffn(ours, d.wi, d.wo)
+
+    for ours, block in zip(model.enc, enc.block, strict=True):
+        a = block.layer[0].SelfAttention
+        attention(ours.attn, a.q, a.k, a.v, a.o)
+        norm(block.layer[0].layer_norm, ours.norm1)
+        t5_ffn(ours.ffn, block.layer[-1])
+        norm(block.layer[-1].layer_norm, ours.norm2)
+    for ours, block in zip(model.dec, dec.block, strict=True):
+        a, x = block.layer[0].SelfAttention, block.layer[1].EncDecAttention
+        attention(ours.self_attn, a.q, a.k, a.v, a.o)
+        norm(block.layer[0].layer_norm, ours.norm1)
+        attention(ours.cross_attn, x.q, x.k, x.v, x.o)
+        norm(block.layer[1].layer_norm, ours.norm2)
+        t5_ffn(ours.ffn, block.layer[-1])
+        norm(block.layer[-1].layer_norm, ours.norm3)
+    norm(enc.final_layer_norm, model.enc_norm)
+    norm(dec.final_layer_norm, model.dec_norm)
+    return hf
