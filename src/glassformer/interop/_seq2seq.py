@@ -98,6 +98,27 @@ def _copy_bias(ours: torch.Tensor | None, theirs: torch.Tensor | None, shape) ->
     ours.copy_(theirs.detach().reshape(shape))
 
 
+def bart_like_layer_map(model, hf_encoder, hf_decoder):
+    """Which of our modules is which Hugging Face module, layer by layer, in a BART-like model: one
+    table read by the importer (`copy_bart_like_layers`) and the exporter (`writing.bart_like_layers`),
+    so that the two directions cannot drift apart. Yields ("attention", ours, (q, k, v, out)),
+    ("norm", ours, theirs) and ("ffn", ours, (fc1, fc2))."""
+    for ours, theirs in zip(model.enc, hf_encoder.layers, strict=True):
+        a = theirs.self_attn
+        yield "attention", ours.attn, (a.q_proj, a.k_proj, a.v_proj, a.out_proj)
+        yield "norm", ours.norm1, theirs.self_attn_layer_norm
+        yield "ffn", ours.ffn, (theirs.fc1, theirs.fc2)
+        yield "norm", ours.norm2, theirs.final_layer_norm
+    for ours, theirs in zip(model.dec, hf_decoder.layers, strict=True):
+        a, c = theirs.self_attn, theirs.encoder_attn
+        yield "attention", ours.self_attn, (a.q_proj, a.k_proj, a.v_proj, a.out_proj)
+        yield "norm", ours.norm1, theirs.self_attn_layer_norm
+        yield "attention", ours.cross_attn, (c.q_proj, c.k_proj, c.v_proj, c.out_proj)
+        yield "norm", ours.norm2, theirs.encoder_attn_layer_norm
+        yield "ffn", ours.ffn, (theirs.fc1, theirs.fc2)
+        yield "norm", ours.norm3, theirs.final_layer_norm
+
+
 @torch.no_grad()
 def copy_bart_like_layers(model, hf_encoder, hf_decoder) -> None:
     """Marian and BART share one layer layout (Post-LN, fc1/fc2, three decoder norms):
@@ -105,20 +126,13 @@ def copy_bart_like_layers(model, hf_encoder, hf_decoder) -> None:
     encoder: self_attn → self_attn_layer_norm (norm1) → fc1/fc2 → final_layer_norm (norm2);
     decoder: self_attn → norm1, encoder_attn → encoder_attn_layer_norm (norm2), FFN → norm3.
     """
-    for ours, theirs in zip(model.enc, hf_encoder.layers, strict=True):
-        a = theirs.self_attn
-        copy_attention(ours.attn, a.q_proj, a.k_proj, a.v_proj, a.out_proj)
-        copy_norm(ours.norm1, theirs.self_attn_layer_norm)
-        copy_ffn(ours.ffn, theirs.fc1, theirs.fc2)
-        copy_norm(ours.norm2, theirs.final_layer_norm)
-    for ours, theirs in zip(model.dec, hf_decoder.layers, strict=True):
-        a, c = theirs.self_attn, theirs.encoder_attn
-        copy_attention(ours.self_attn, a.q_proj, a.k_proj, a.v_proj, a.out_proj)
-        copy_norm(ours.norm1, theirs.self_attn_layer_norm)
-        copy_attention(ours.cross_attn, c.q_proj, c.k_proj, c.v_proj, c.out_proj)
-        copy_norm(ours.norm2, theirs.encoder_attn_layer_norm)
-        copy_ffn(ours.ffn, theirs.fc1, theirs.fc2)
-        copy_norm(ours.norm3, theirs.final_layer_norm)
+    for kind, ours, theirs in bart_like_layer_map(model, hf_encoder, hf_decoder):
+        if kind == "attention":
+            copy_attention(ours, *theirs)
+        elif kind == "ffn":
+            copy_ffn(ours, *theirs)
+        else:
+            copy_norm(ours, theirs)
 
 
 @torch.no_grad()

@@ -14,6 +14,7 @@ from torch import nn
 
 from ..config import ModelConfig
 from ..errors import InputError
+from ._seq2seq import bart_like_layer_map  # the importer's layer table, read the other way
 
 PLAIN_ACTS = {"relu": "relu", "gelu": "gelu", "gelu_tanh": "gelu_new", "silu": "silu"}
 
@@ -102,20 +103,13 @@ def bart_like_config(c: ModelConfig, tie: bool, **extra) -> dict:
 
 @torch.no_grad()
 def bart_like_layers(model, enc, dec, pre_ln_final: bool) -> None:
-    for ours, theirs in zip(model.enc, enc.layers, strict=True):
-        a = theirs.self_attn
-        attention(ours.attn, a.q_proj, a.k_proj, a.v_proj, a.out_proj)
-        norm(theirs.self_attn_layer_norm, ours.norm1)
-        ffn(ours.ffn, theirs.fc1, theirs.fc2)
-        norm(theirs.final_layer_norm, ours.norm2)
-    for ours, theirs in zip(model.dec, dec.layers, strict=True):
-        a, x = theirs.self_attn, theirs.encoder_attn
-        attention(ours.self_attn, a.q_proj, a.k_proj, a.v_proj, a.out_proj)
-        norm(theirs.self_attn_layer_norm, ours.norm1)
-        attention(ours.cross_attn, x.q_proj, x.k_proj, x.v_proj, x.out_proj)
-        norm(theirs.encoder_attn_layer_norm, ours.norm2)
-        ffn(ours.ffn, theirs.fc1, theirs.fc2)
-        norm(theirs.final_layer_norm, ours.norm3)
+    for kind, ours, theirs in bart_like_layer_map(model, enc, dec):
+        if kind == "attention":
+            attention(ours, *theirs)
+        elif kind == "ffn":
+            ffn(ours, *theirs)
+        else:
+            norm(theirs, ours)
     if pre_ln_final:
         norm(enc.layer_norm, model.enc_norm)
         norm(dec.layer_norm, model.dec_norm)
