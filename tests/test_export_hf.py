@@ -1,6 +1,6 @@
 """glassformer -> Hugging Face (`to_hf`): transformers computes our logits and greedy tokens.
 
-Six families read by `from_hf` make the round trip bit for bit; models with the configurations our
+Eight families read by `from_hf` make the round trip bit for bit; models with the configurations our
 own training builds (zh-en, tsv and lm with the auto and paper recipes) are exported to the family
 that computes them, and `transformers` is the independent reference for logits and generation.
 Weights are moved away from their initialisation first (norm gains off 1, biases off 0).
@@ -9,8 +9,9 @@ Weights are moved away from their initialisation first (norm gains off 1, biases
 import pytest
 import torch
 from transformers import (BartConfig, BartForConditionalGeneration, BertConfig, BertModel, GPT2Config,
-                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MarianConfig, MarianMTModel, T5Config,
-                          T5ForConditionalGeneration)
+                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MarianConfig, MarianMTModel,
+                          OpenAIGPTConfig, OpenAIGPTLMHeadModel, PegasusConfig, PegasusForConditionalGeneration,
+                          T5Config, T5ForConditionalGeneration)
 
 from glassformer.config import ModelConfig
 from glassformer.errors import InputError
@@ -45,6 +46,15 @@ def hf_family(name):
             encoder_layers=2, decoder_layers=2, encoder_attention_heads=5, decoder_attention_heads=5,
             encoder_ffn_dim=61, decoder_ffn_dim=61, max_position_embeddings=64, pad_token_id=3,
             decoder_start_token_id=3, eos_token_id=0, attn_implementation="eager"))
+    if name == "pegasus":  # Pre-LN, a final norm per stack, half-split sinusoids
+        return PegasusForConditionalGeneration(PegasusConfig(
+            vocab_size=V, d_model=30, encoder_layers=2, decoder_layers=2, encoder_attention_heads=5,
+            decoder_attention_heads=5, encoder_ffn_dim=61, decoder_ffn_dim=61, max_position_embeddings=64,
+            activation_function="relu", pad_token_id=3, decoder_start_token_id=3, eos_token_id=0,
+            forced_eos_token_id=None, attn_implementation="eager"))
+    if name == "openai-gpt":  # Post-LN decoder, no final norm
+        return OpenAIGPTLMHeadModel(OpenAIGPTConfig(vocab_size=V, n_embd=30, n_head=5, n_layer=2, n_positions=48,
+                                                    afn="gelu", attn_implementation="eager"))
     if name == "bart":
         return BartForConditionalGeneration(BartConfig(
             vocab_size=V, d_model=24, encoder_layers=2, decoder_layers=1, encoder_attention_heads=4,
@@ -57,12 +67,12 @@ def hf_family(name):
         pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, attn_implementation="eager"))
 
 
-FAMILIES = ("bert", "gpt2", "llama", "marian", "bart", "t5")
+FAMILIES = ("bert", "gpt2", "llama", "marian", "bart", "t5", "pegasus", "openai-gpt")
 
 
 def ours_from_hf(name):
     hf = hf_family(name)
-    perturb(hf, skip=("embed_positions",) if name == "marian" else ())  # Marian's sinusoids are fixed
+    perturb(hf, skip=("embed_positions",) if name in ("marian", "pegasus") else ())  # their sinusoids are fixed
     return from_hf(hf.eval())
 
 
@@ -279,10 +289,34 @@ def test_flag_configs_export_to_the_family_that_computes_them(name):
     hf = to_hf(model)
     assert hf.glassformer_export.family == family
     err = logits_error(model, hf)
-    print(f"{name} -> {family}: max abs logit error {err:.2e}")
-    assert err <= TOL
+    # The bound is 1e-5 or, where larger, transformers' own fp32 rounding: the distance of its fp32
+    # logits from the same model run in float64 (T5 without scaled scores, GeGLU: 1.9e-5 on an AVX-512
+    # EPYC, where ours is 1.3e-5 from float64).
+    rounding = _fp32_rounding(hf, model)
+    print(f"{name} -> {family}: max abs logit error {err:.2e} (transformers' fp32 rounding {rounding:.2e})")
+    assert err <= max(TOL, 1.5 * rounding)
     if model.config.arch != "encoder":
         greedy_equal(model, hf)
+
+
+def _fp32_rounding(hf, model) -> float:
+    """Max |transformers fp32 − transformers float64| on `batch`'s real positions."""
+    import copy
+    cfg = model.config
+    src, pad, tgt = batch(cfg)
+    mask = (~pad).long()
+    h64 = copy.deepcopy(hf).double()
+    with torch.no_grad():
+        if cfg.arch == "encoder":
+            a, b = hf(src, attention_mask=mask).last_hidden_state, h64(src, attention_mask=mask).last_hidden_state
+        elif cfg.arch == "decoder":
+            a, b = hf(src, attention_mask=mask).logits, h64(src, attention_mask=mask).logits
+        else:
+            a = hf(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+            b = h64(input_ids=src, attention_mask=mask, decoder_input_ids=tgt).logits
+    if cfg.arch != "encoder-decoder":
+        a, b = a[~pad], b[~pad]
+    return (a.double() - b).abs().max().item()
 
 
 def test_tokenizers_of_another_vocabulary_are_refused():

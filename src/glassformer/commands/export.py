@@ -45,6 +45,10 @@ def register(app: typer.Typer) -> None:
         for key, label in (("max_abs_logit_error", "logits vs ours"), ("onnx_max_abs_logit_error", "ONNX Runtime vs ours")):
             if key in report:
                 typer.echo(f"  {label}: max abs error {report[key]:.2e}")
+        if "onnx_errors" in report:
+            kinds = {"full": "whole sequences", "stepwise": "one token at a time through the past key values"}
+            typer.echo("  ONNX checks: " + "; ".join(f"{kinds[k]} {v:.2e}" for k, v in report["onnx_errors"].items())
+                       + f"; files {', '.join(report['files'])}")
         if "ctranslate2_greedy_equal" in report:
             typer.echo(f"  CTranslate2 greedy tokens equal ours on the probe: {report['ctranslate2_greedy_equal']}")
         typer.echo(f"wrote {fmt} folder: {out}")

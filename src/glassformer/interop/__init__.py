@@ -22,6 +22,8 @@ CONVERTERS = {
     "BartForConditionalGeneration": "hf_bart",
     "T5ForConditionalGeneration": "hf_t5",
     "LlamaForCausalLM": "hf_llama",
+    "PegasusForConditionalGeneration": "hf_pegasus",
+    "OpenAIGPTLMHeadModel": "hf_openai_gpt",
 }
 
 

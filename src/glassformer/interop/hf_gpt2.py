@@ -63,9 +63,18 @@ def from_parts(cfg: Mapping[str, Any], state: Mapping[str, torch.Tensor]) -> Dec
     config = gpt2_config(cfg, tie=tied)
     model = build_model(config)
     W = Weights(state, ("transformer.", ""), "wte.weight")
-    d = config.d_model
     put(model.embed.W_E, W("wte.weight"), "wte")
     put(model.pos.W_pos, W("wpe.weight"), "wpe")
+    read_gpt_blocks(model, W)
+    set_norm(model.dec_norm, W("ln_f.weight"), W("ln_f.bias"))
+    if not tied:
+        put(model.head.W_U, linear_in_out(state["lm_head.weight"]), "lm_head")
+    return model.eval()
+
+
+def read_gpt_blocks(model, W: Weights) -> None:
+    """The blocks `h.{i}` of GPT-2 or OpenAI GPT (the same names and Conv1D layout) into model.dec."""
+    d = model.config.d_model
     for i, layer in enumerate(model.dec):
         p = f"h.{i}."
         W_qkv, b_qkv = W(p + "attn.c_attn.weight"), W(p + "attn.c_attn.bias")  # (d, 3d): Conv1D is (in, out)
@@ -76,10 +85,6 @@ def from_parts(cfg: Mapping[str, Any], state: Mapping[str, torch.Tensor]) -> Dec
         set_norm(layer.norm2, W(p + "ln_2.weight"), W(p + "ln_2.bias"))
         set_ffn(layer.ffn, W(p + "mlp.c_fc.weight"), W(p + "mlp.c_fc.bias"),
                 W(p + "mlp.c_proj.weight"), W(p + "mlp.c_proj.bias"))
-    set_norm(model.dec_norm, W("ln_f.weight"), W("ln_f.bias"))
-    if not tied:
-        put(model.head.W_U, linear_in_out(state["lm_head.weight"]), "lm_head")
-    return model.eval()
 
 
 def convert(hf_model) -> DecoderLM:

@@ -7,12 +7,18 @@ auto recipe (Pre-LN), once export.py has rewritten the interleaved table (rewrit
 M2M100/NLLB, the other Pre-LN sinusoidal translators, compute a different table
 (10000^(-i/(d/2 − 1)) and positions offset by pad_id + 1), so they do not compute our function.
 Pegasus has one vocabulary size: separate vocabularies are padded to one (rewrites.one_vocab_size).
-Export only: `from_hf` does not read Pegasus.
+`from_hf` reads it back (hf_marian.convert with family "Pegasus"): the round trip is bit for bit.
 """
 
 from __future__ import annotations
 
 from .writing import bart_like_config, bart_like_layers, sinusoid_tables, tables_and_head
+
+
+def convert(hf_model):
+    """A glassformer EncoderDecoder whose logits equal a PegasusForConditionalGeneration's."""
+    from .hf_marian import convert as marian_like
+    return marian_like(hf_model, "Pegasus")
 
 
 def to_hf(model):
