@@ -4,7 +4,8 @@ Usage: python scripts/claims_redecide.py [DIR...] — reads docs/claims_issue12.
 `make claims` run: 2.11 h from an empty cache, every row's per-seed values in its tables) and writes
 docs/claims.json and docs/claims.md (`claims_doc.build` and `render`, the same functions as
 `make claims`). Each DIR is the --out folder of a `glassformer ablate ID` run of a row the old
-page does not have (the rows issue 28 adds); its results.json rows are appended as measured.
+page does not have (the rows issue 28 adds) or of an old row re-measured under its redesign (it replaces the
+old page's row); its results.json rows are taken as measured.
 
 What is taken from the old page and what is not:
 - per-seed values exactly as printed (4 significant digits: the intervals move in the 4th digit);
@@ -192,14 +193,17 @@ def main() -> None:
     rows, before = parse(text)
     minilm_values(rows)
     finish(rows)
-    have = {r["id"] for r in rows}
+    old, added, remeasured = {r["id"] for r in rows}, set(), []
     for d in map(Path, sys.argv[1:]):
         for row in json.loads((d / "results.json").read_text(encoding="utf-8")):
-            if row["id"] in have or row["quick"]:
-                raise SystemExit(f"{d}: row {row['id']!r} is on the old page already or is a --quick run; "
-                                 "give the --out folder of a full run of a new row")
+            if row["quick"] or row["id"] in added:
+                raise SystemExit(f"{d}: row {row['id']!r} is a --quick run or given twice; "
+                                 "give the --out folder of one full run per row")
+            if row["id"] in old:  # a row of the old page re-measured under its redesign replaces the old one
+                rows = [r for r in rows if r["id"] != row["id"]]
+                remeasured.append(row["id"])
             rows.append(row)
-            have.add(row["id"])
+            added.add(row["id"])
     rows = [r for i in EXPERIMENTS for r in rows if r["id"] == i]
     baselines = text_baselines()
     status = (
@@ -217,7 +221,9 @@ def main() -> None:
         "`norm-placement` and `rnn`'s timing (design gates), the five text rows (4-gram gate), the extrapolation "
         "checks whose arms never learned at the training length. The rows issue 28 adds (`ln-init-variance`, "
         "`batchnorm-padding`, `tied-qk`) were run for this page under the full protocol, each with `glassformer "
-        "ablate ID --out runs/issue28/ID`, and appended as measured.")
+        "ablate ID --out runs/issue28/ID`, and appended as measured." + (
+            " Re-measured the same way under their redesigns, replacing the old page's rows: "
+            + ", ".join(f"`{r}`" for r in remeasured) + "." if remeasured else ""))
     header = {"title": "Do the seeds' claims hold? — `glassformer ablate`", "status": status,
               "intro": f"Load average when this page was written: {os.getloadavg()[0]:.1f}."}
     doc = build(rows, header)

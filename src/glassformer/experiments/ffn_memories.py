@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import InputError
 from ..trace import run_with_trace
 from .base import Context, Outcome
 from .layer_probes import _minilm, sentences
@@ -41,8 +42,19 @@ def layer_activations(model, ids, mask, special: set[int]) -> tuple[torch.Tensor
 
 
 def selective_share(tokens: torch.Tensor, act: torch.Tensor) -> float:
-    """Share of neurons (columns of act) whose TOP_K activations include ≥ MODAL of one token."""
-    top = act.topk(TOP_K, dim=0).indices  # (TOP_K, d_ff) positions
+    """Share of neurons (columns of act (positions, d_ff)) whose TOP_K highest activations include
+    ≥ MODAL positions holding one and the same token (tokens: (positions,) ids).
+
+    Ties are broken by position, the earlier first (a stable sort): `topk` leaves the order of equal
+    values unspecified, so a neuron with tied activations at the cut-off could count or not from run
+    to run."""
+    if tokens.dim() != 1 or act.dim() != 2 or act.shape[0] != tokens.shape[0]:
+        raise InputError(f"selective_share needs tokens (positions,) and act (positions, d_ff); got tokens "
+                         f"{tuple(tokens.shape)} and act {tuple(act.shape)}")
+    if act.shape[0] < TOP_K:
+        raise InputError(f"selective_share needs at least TOP_K={TOP_K} positions to rank a neuron's top "
+                         f"contexts; got {act.shape[0]}: use a larger corpus sample")
+    top = act.sort(dim=0, descending=True, stable=True).indices[:TOP_K]  # (TOP_K, d_ff) positions
     toks = tokens[top]  # (TOP_K, d_ff)
     same = (toks.unsqueeze(0) == toks.unsqueeze(1)).sum(0)  # per slot: how many slots hold its token
     return float((same.max(0).values >= MODAL).double().mean())

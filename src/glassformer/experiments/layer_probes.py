@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import torch
 
+from ..errors import InputError
 from ..trace import run_with_trace
 from .base import Context, run_tagging, tiny_config
 from .runner import TrainSpec
@@ -53,10 +54,23 @@ def attention_entropy(pattern: torch.Tensor) -> float:
 def content_distance(pattern: torch.Tensor, special: torch.Tensor) -> float:
     """attention_distance with the special positions (a bool mask over positions) taken out: their
     rows (queries) dropped, their columns (keys) dropped and each query's weights renormalised over
-    the content keys that are left — the distance among words only, not to [CLS]/[SEP]."""
+    the content keys that are left — the distance among words only, not to [CLS]/[SEP].
+
+    |q − k| is counted in the original positions: a special token between two words still stands
+    between them (compacting the kept positions first would shorten every span across it)."""
+    if special.dtype != torch.bool or special.shape != pattern.shape[-1:] or pattern.shape[-2] != pattern.shape[-1]:
+        raise InputError(f"content_distance needs pattern (head, seq, seq) and a bool mask (seq,); got pattern "
+                         f"{tuple(pattern.shape)} and mask {tuple(special.shape)} of {special.dtype}")
     keep = ~special
+    if not bool(keep.any()):
+        raise InputError("content_distance: every position is special; at least one content token is needed")
+    pos = torch.arange(special.shape[0])[keep]
     p = pattern[:, keep][:, :, keep].double()
-    return attention_distance(p / p.sum(-1, keepdim=True))
+    mass = p.sum(-1, keepdim=True)
+    if bool((mass == 0).any()):
+        raise InputError("content_distance: a content query puts no weight on any content key; its "
+                         "distance among words is undefined")
+    return float((p / mass * (pos[:, None] - pos[None, :]).abs()).sum(-1).mean())
 
 
 def cross_cosine(h: torch.Tensor, g: torch.Tensor) -> float:
