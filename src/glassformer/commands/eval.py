@@ -62,6 +62,11 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
                  precision=precision)
     out = {k: v for k, v in m.items() if k != "hypotheses"}
     out["checkpoint"], out["data"] = str(ck.path), data_path or f"{data.task} test split"
+    if data_path is None:  # the same test split: the simple baseline train logged for it (issue 32 §5)
+        from ..train.baselines import logged
+        b = logged(ck.path)
+        if b is not None:
+            out["baseline"] = {"description": b["description"], "metric": b["metric"], "test": b["test"]}
     if data.task == "zh-en" and data_path is None:
         out["role_reversed_ok"], out["role_reversed_pairs"] = role_reversed_score(data, m["hypotheses"])
     return out
@@ -112,3 +117,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"  perplexity  {m['ppl']:.3f}")
         if "bpc" in m:
             typer.echo(f"  bits/char   {m['bpc']:.4f}  (a line end counts as one character)")
+        if "baseline" in m:
+            from ..train.baselines import line
+            typer.echo(f"  baseline    {line(m, m['baseline'])}")

@@ -174,5 +174,10 @@ def print_summary(result) -> None:
         if "bleu" in t:
             parts += [f"BLEU {t['bleu']:.1f}", f"chrF {t['chrf']:.1f}"]
         typer.echo("  ".join(parts))
+        if result.baseline is not None:  # issue 32 §5: the score beside the data's simple baseline
+            from ..train.baselines import line
+            typer.echo(line(t, result.baseline))
+    if result.verdict:
+        typer.echo(result.verdict["text"])
     d = result.run_dir
     typer.echo(f"run folder: {d}/  (best/ = best model, checkpoint/ = resumable, metrics.jsonl, loss.png)")

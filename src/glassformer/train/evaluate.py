@@ -135,6 +135,20 @@ def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]
             "chrf": sacrebleu.corpus_chrf(list(hypotheses), streams).score}
 
 
+def score_outputs(raw: Sequence[tuple[str, str]], output_of: dict[str, str], with_bleu: bool = False) -> dict:
+    """Exact match and error rates (+ BLEU, chrF) of one output per source against the pairs `raw`:
+    the scoring of every translator, and of train/baselines.py's simple baselines."""
+    items = error_rates.scored_items(raw)
+    hyps, ref_lists = [output_of[src] for src, _ in items], [refs for _, refs in items]
+    refs = error_rates.closest_references(hyps, ref_lists)
+    metrics: dict[str, Any] = {"exact_match": exact_match(hyps, refs), **error_rates.for_outputs(hyps, refs)}
+    if len(hyps) < len(raw):
+        metrics["n_scored"] = len(hyps)
+    if with_bleu:
+        metrics.update(bleu_chrf(hyps, ref_lists))
+    return metrics
+
+
 def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool = False,
              device: str = "cpu", beam_size: int = 1, precision: str = "fp32") -> dict[str, Any]:
     """Metrics of `model` on a split of a TaskData: loss, perplexity (+ exact match, BLEU, chrF)."""
@@ -159,15 +173,7 @@ def _evaluate(model, data, split, examples, with_bleu, device, beam_size, precis
         output_of = dict(zip(first_ids, (data.tgt_tok.decode(ids) for ids in
                                          translate_ids(model, list(first_ids.values()), beam_size, device=device,
                                                        precision=precision))))
-        items = error_rates.scored_items(raw)
-        hyps, ref_lists = [output_of[src] for src, _ in items], [refs for _, refs in items]
-        refs = error_rates.closest_references(hyps, ref_lists)
-        metrics["exact_match"] = exact_match(hyps, refs)
-        metrics.update(error_rates.for_outputs(hyps, refs))
-        if len(hyps) < len(raw):
-            metrics["n_scored"] = len(hyps)
-        if with_bleu:
-            metrics.update(bleu_chrf(hyps, ref_lists))
+        metrics.update(score_outputs(raw, output_of, with_bleu))
         metrics["hypotheses"] = [output_of[src] for src, _ in raw]  # one per line, in line order
     elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
         predicted = sum(len(w[0]) - 1 for w in examples)

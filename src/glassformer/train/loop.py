@@ -30,7 +30,7 @@ from ..errors import GlassformerError, InputError
 from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
-from . import distributed, run_folder
+from . import baselines, distributed, run_folder, verdict
 from .batching import example_length
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
@@ -70,6 +70,8 @@ class TrainResult:
     best: dict[str, Any] = field(default_factory=dict)  # held-out metrics of the best model
     test: dict[str, Any] = field(default_factory=dict)  # test-split metrics of the best model
     reloaded: dict[str, Any] = field(default_factory=dict)  # best/ read back and scored again (valid)
+    baseline: dict[str, Any] | None = None  # the data's simple baseline (baselines.py), on the same splits
+    verdict: dict[str, Any] = field(default_factory=dict)  # would more minutes help (verdict.py)
 
 
 # ---- reproducibility ----
@@ -134,6 +136,9 @@ def _score(metrics: dict, monitor: str) -> tuple:
     return (-metrics["loss"],)
 
 
+FINISHED = ("baseline", "verdict")  # records of a finished run, written again when it is resumed
+
+
 class MetricsLog:
     """metrics.jsonl: one JSON object per line (train every log_every steps, each evaluation)."""
 
@@ -145,7 +150,8 @@ class MetricsLog:
             path.write_text("", encoding="utf-8")
         elif path.exists():  # drop lines written after the checkpoint we resume from
             keep = [ln for ln in path.read_text(encoding="utf-8").splitlines()
-                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step]
+                    if ln.strip() and json.loads(ln).get("step", 0) <= resume_step
+                    and json.loads(ln).get("split") not in FINISHED]
             path.write_text("".join(ln + "\n" for ln in keep), encoding="utf-8")
 
     def write(self, record: dict) -> None:
@@ -347,6 +353,14 @@ def _finish(cfg, data, run_dir, step, stop_reason, elapsed, best_metrics, log, r
     if data.encoded.get("test"):
         result.test = evaluate(best.model, data, "test", with_bleu=data.kind == "seq2seq", device=rt.device)
         log.write({"step": step, "split": "test", **_public(result.test)})
+    # issue 32 §5: the score beside what the simplest model of the same data gets, and whether the
+    # curve says more minutes would help; both logged for eval and reports
+    result.baseline = baselines.of_task(data, valid_limit=cfg.eval_size)
+    if result.baseline is not None:
+        log.write({"step": step, "split": "baseline", **result.baseline})
+    if log.enabled:
+        result.verdict = verdict.from_metrics(log.path)
+        log.write({"step": step, "split": "verdict", **result.verdict})
     from .plots import loss_curve
     try:
         loss_curve(run_dir / "metrics.jsonl", run_dir / "loss.png")

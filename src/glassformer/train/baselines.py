@@ -1,0 +1,179 @@
+"""The simple baselines of a run's own data, printed beside its held-out score (issue 32 §5).
+
+A held-out exact match of 0.86 means little until one knows that each character's most
+frequent reading gets 0.85; 1.89 bits/char little until one knows the 5-gram gets 1.90. So
+`train` fits the baseline on the run's own training split, chooses among its variants on the
+validation split, and scores it on the test split with the run's own metric, as the model is
+(its best/ chosen on validation, scored on test).
+
+- translation tasks (`per_token_majority`): a source and target that have the same number of
+  tokens in most training pairs (pinyin per character, transliteration) are aligned token by
+  token, and each source token maps to its most frequent aligned target token; a source seen in
+  training may instead get its most frequent whole target (memorisation), the per-token map (or,
+  unaligned, the most frequent training target) for the others. Whichever variant scores the
+  higher validation exact match is the baseline. Scored by evaluate.score_outputs, the model's
+  own scorer (exact match, WER, CER).
+- language models (`ngram`): interpolated character n-grams, n = 1…7, Kneser–Ney and absolute
+  discounting (experiments/ngram.py), in bits per character with a line end as one character
+  (error_rates.bits_per_character's unit, whatever the run's tokenizer); the order and method
+  with the lowest validation bits/char is the baseline.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from typing import Any, Sequence
+
+import numpy as np
+
+ALIGNED = 0.5  # "most pairs": the share of training pairs with equal token counts to align by token
+SEGMENTS = ("word", "char")  # whitespace tokens, or characters (spaces kept as characters)
+
+
+def _tokens(text: str, kind: str) -> list[str]:
+    return text.split() if kind == "word" else list(" ".join(text.split()))
+
+
+def _join(tokens: Sequence[str], kind: str) -> str:
+    return " ".join(tokens) if kind == "word" else "".join(tokens)
+
+
+class TokenMajority:
+    """Per-token majority and memorisation, counted on a list of (source, target) pairs."""
+
+    def __init__(self, pairs: Sequence[tuple[str, str]]):
+        # the segmentation of each side under which most pairs have equal lengths (word first on a tie)
+        shares = {(s, t): sum(len(_tokens(a, s)) == len(_tokens(b, t)) for a, b in pairs) / max(len(pairs), 1)
+                  for s in SEGMENTS for t in SEGMENTS}
+        self.src_kind, self.tgt_kind = max(shares, key=shares.get)
+        self.share = shares[self.src_kind, self.tgt_kind]
+        self.aligned = self.share >= ALIGNED
+        readings: dict[str, Counter] = defaultdict(Counter)
+        outputs: dict[str, Counter] = defaultdict(Counter)
+        for src, tgt in pairs:
+            outputs[src][tgt] += 1
+            a, b = _tokens(src, self.src_kind), _tokens(tgt, self.tgt_kind)
+            if len(a) == len(b):
+                for x, y in zip(a, b):
+                    readings[x][y] += 1
+        self.reading = {x: c.most_common(1)[0][0] for x, c in readings.items()}
+        self.memorised = {s: c.most_common(1)[0][0] for s, c in outputs.items()}
+        self.majority = Counter(t for _, t in pairs).most_common(1)[0][0]
+
+    def per_token(self, src: str) -> str:
+        """Each source token's most frequent aligned target token; an unseen token is copied."""
+        return _join([self.reading.get(x, x) for x in _tokens(src, self.src_kind)], self.tgt_kind)
+
+    def lookup(self, src: str) -> str:
+        """A seen source's most frequent target; else per token (aligned data, or every token
+        seen), else the most frequent training target."""
+        if src in self.memorised:
+            return self.memorised[src]
+        if self.aligned or all(x in self.reading for x in _tokens(src, self.src_kind)):
+            return self.per_token(src)
+        return self.majority
+
+    def describe(self, variant: str) -> str:
+        unit = "character" if self.src_kind == "char" else "word"
+        token = f"each source {unit}'s most frequent target {'character' if self.tgt_kind == 'char' else 'token'}"
+        if variant == "per_token":
+            return f"{token} in training (per-token majority)"
+        rest = token if self.aligned else "the most frequent training target"
+        return f"each seen source's most frequent training target, {rest} otherwise (memorisation)"
+
+
+def per_token_majority(raw: dict[str, list], valid_limit: int | None = None) -> dict[str, Any]:
+    """The transduction baseline: fitted on raw['train'], chosen on raw['valid'] (its first
+    `valid_limit` pairs, the model's validation items), scored on raw['test']."""
+    from .evaluate import score_outputs
+
+    model = TokenMajority(raw["train"])
+    valid = raw["valid"][:valid_limit] if valid_limit else raw["valid"]
+    variants = ["per_token", "lookup"] if model.aligned else ["lookup"]
+    scores = {}
+    for v in variants:
+        guess = getattr(model, v)
+        scores[v] = {split: score_outputs(pairs, {s: guess(s) for s, _ in pairs})
+                     for split, pairs in (("valid", valid), ("test", raw["test"]))}
+    best = max(variants, key=lambda v: scores[v]["valid"]["exact_match"])  # per_token first on a tie
+    return {"kind": "per_token_majority", "metric": "exact_match", "variant": best,
+            "description": model.describe(best), "valid": scores[best]["valid"], "test": scores[best]["test"],
+            "segmentation": {"source": model.src_kind, "target": model.tgt_kind,
+                             "equal_length_share": model.share},
+            "variants": scores}
+
+
+def _codes(text: str, alphabet: np.ndarray) -> np.ndarray:
+    """Index of each character in the sorted code points `alphabet`; len(alphabet) if absent."""
+    points = np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    at = np.searchsorted(alphabet, points)
+    hit = (at < alphabet.size) & (alphabet[np.minimum(at, alphabet.size - 1)] == points)
+    return np.where(hit, at, alphabet.size)
+
+
+def ngram(raw: dict[str, list], max_n: int | None = None) -> dict[str, Any]:
+    """The language-model baseline: interpolated character n-grams, n = 1…max_n, Kneser–Ney and
+    absolute discounting, bits per character on the valid and test lines."""
+    from ..experiments.ngram import ORDERS, ngram_probabilities
+
+    max_n = max_n or ORDERS
+    text = {split: "".join(line + "\n" for line in raw[split]) for split in ("train", "valid", "test")}
+    train_points = np.frombuffer(text["train"].encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+    alphabet = np.unique(np.concatenate([train_points, [ord("\n")]]))
+    vocab = alphabet.size + 1  # + one symbol for every character the training split never shows
+    # each held-out split read after max_n − 1 line ends: its first line starts a line, as every line does
+    history = "\n" * (max_n - 1)
+    scored = history + text["valid"] + history + text["test"]
+    n_valid, n_test = len(text["valid"]), len(text["test"])
+    positions = {"valid": np.arange(max_n - 1, max_n - 1 + n_valid)}
+    positions["test"] = np.arange(positions["valid"][-1] + max_n, positions["valid"][-1] + max_n + n_test)
+    every = np.concatenate([positions["valid"], positions["test"]])
+    bpc: dict[str, dict[str, list[float]]] = {}
+    for method in ("kn", "ad"):
+        bits = -np.log2(ngram_probabilities(_codes(text["train"], alphabet), _codes(scored, alphabet), every,
+                                            vocab, max_n, method))
+        bpc[method] = {"valid": bits[:, :n_valid].mean(axis=1).tolist(), "test": bits[:, n_valid:].mean(axis=1).tolist()}
+    method, order = min(((m, n) for m in bpc for n in range(max_n)), key=lambda mn: bpc[mn[0]]["valid"][mn[1]])
+    name = {"kn": "interpolated Kneser–Ney", "ad": "interpolated absolute discounting"}[method]
+    return {"kind": "ngram", "metric": "bpc", "method": method, "order": order + 1,
+            "description": f"the character {order + 1}-gram ({name}; order 1–{max_n} and method chosen on the "
+                           "validation split)",
+            "valid": {"bpc": bpc[method]["valid"][order]}, "test": {"bpc": bpc[method]["test"][order]},
+            "bpc_by_order": bpc, "alphabet": int(alphabet.size)}
+
+
+def of_task(data, valid_limit: int | None = None) -> dict[str, Any] | None:
+    """The simple baseline of a TaskData (None where a split it needs is missing or empty)."""
+    if any(not data.raw.get(split) for split in ("train", "valid", "test")):
+        return None
+    if data.kind == "lm":
+        return ngram(data.raw)
+    return per_token_majority(data.raw, valid_limit)
+
+
+def line(model_test: dict, baseline: dict) -> str:
+    """One line: the model's test score beside the baseline's, in the run's metric."""
+    if baseline["metric"] == "bpc":
+        ours, theirs = model_test.get("bpc"), baseline["test"]["bpc"]
+        head = f"test {ours:.3f} bits/char" if ours is not None else "test bits/char not measured"
+        verdict = "" if ours is None else f" (ours {abs(theirs - ours):.3f} {'below' if ours < theirs else 'above'} it)"
+        return f"{head}; {baseline['description']} gets {theirs:.3f}{verdict}"
+    ours, theirs = model_test["exact_match"], baseline["test"]["exact_match"]
+    return (f"test exact match {100 * ours:.1f}%; {baseline['description']} gets {100 * theirs:.1f}%"
+            f" ({'+' if ours >= theirs else '−'}{100 * abs(ours - theirs):.1f} points)")
+
+
+def logged(checkpoint_dir) -> dict[str, Any] | None:
+    """The baseline `train` logged in the run folder holding `checkpoint_dir` (its best/ or
+    checkpoint/), or None (an older run, or a folder outside a run)."""
+    import json
+    from pathlib import Path
+    path = Path(checkpoint_dir).parent / "metrics.jsonl"
+    if not path.is_file():
+        return None
+    found = None
+    for ln in path.read_text(encoding="utf-8").splitlines():
+        if ln.strip() and '"baseline"' in ln:
+            record = json.loads(ln)
+            found = record if record.get("split") == "baseline" else found
+    return found
