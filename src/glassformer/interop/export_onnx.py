@@ -231,7 +231,7 @@ def write_onnx(model, folder: Path, tokenizers, write_hf) -> dict:
         raise InputError(f"ONNX Runtime's logits are {err:.2e} away from ours (allowed {CHECK_TOL['onnx']:g}); "
                          "nothing was written")
     report.update(format="onnx", hf_folder="hf", onnx_max_abs_logit_error=err, onnx_errors=errors,
-                  past_key_values="model.onnx" not in files or has_cache(hf), files=files)
+                  past_key_values=model.config.arch != "encoder" and has_cache(hf), files=files)
     return report
 
 
@@ -255,10 +255,10 @@ class OnnxModel:
 
     def lm_step(self, ids: np.ndarray, mask: np.ndarray, positions: np.ndarray, past: list[np.ndarray] | None):
         """(logits, presents) for the new `ids`; `past` None is the first step (a past of length 0)."""
-        names = self._past_names(self.model)
-        if past is None:
-            geometry = self.model.get_inputs()[3].shape  # (batch, kv heads, past, head dim)
-            past = [np.zeros((ids.shape[0], geometry[1], 0, geometry[3]), np.float32) for _ in names]
+        inputs = [i for i in self.model.get_inputs() if i.name.startswith("past_key_values.")]
+        names = [i.name for i in inputs]
+        if past is None:  # each input's shape is (batch, kv heads, past, head dim)
+            past = [np.zeros((ids.shape[0], i.shape[1], 0, i.shape[3]), np.float32) for i in inputs]
         out = self.model.run(None, {"input_ids": ids, "attention_mask": mask, "position_ids": positions,
                                     **dict(zip(names, past))})
         return out[0], out[1:]
