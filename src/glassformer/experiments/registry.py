@@ -56,6 +56,7 @@ EXPERIMENTS = {
     "tied-qk": "tied_qk",
     "head-pruning": "head_pruning",
     "ffn-memories": "ffn_memories",
+    "pe-frequency-bands": "pe_frequency_bands",
 }
 
 
@@ -66,7 +67,7 @@ EXPERIMENTS = {
 COST_HINT = {
     "recall-extrapolation": 2543, "khop": 1947, "dk-sweet-spot": 1705, "real-norm": 1700, "real-pe": 1184,
     "real-heads": 864, "ffn-capacity": 854, "representation-convergence": 640, "no-layernorm": 625, "ffn": 557,
-    "real-ffn": 552, "rnn": 330, "norm-type": 261, "scaling": 243, "residual": 234, "norm-placement": 217,
+    "real-ffn": 552, "pe-frequency-bands": 518, "rnn": 330, "norm-type": 261, "scaling": 243, "residual": 234, "norm-placement": 217,
     "pe-order": 211, "heads": 200, "pe-extrapolation": 146, "pe-add-concat": 92, "pe-relative-use": 38,
 }
 

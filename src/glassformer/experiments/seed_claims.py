@@ -144,6 +144,15 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
       "keys for recognisable patterns (Geva et al. 2021: key-value memories)", rows=("ffn-memories",),
       why="the main check decides: token-selective neurons against a shuffled-activation baseline, a lower bound "
           "(only the shallowest pattern, the same token, is counted)"),
+    S("multi-granularity", "seed 000 §3.3", "这捕捉局部相邻关系——\"这个词左右两三个词是谁\"……这捕捉全局位置关系——"
+      "\"这个位置在句首、句中还是句末\"",
+      "(reason three, multi-granularity) the high-frequency dimensions (low i) capture local relations, who the "
+      "two or three words around a word are; the low-frequency ones (high i) capture global position, start, "
+      "middle or end of the sentence", rows=("pe-frequency-bands",),
+      why="both main checks decide, one per half of the sentence: the high band against the low band on a local "
+          "task (lag 2) and the low band against the high band on a global one (which third of its row); the "
+          "bands are placed by the row length, so the seed's literal lowest pairs (λ ≥ 6,283, nearly constant over "
+          "a sentence) are a side arm, and the all-band checks support"),
 )
 
 

@@ -7,6 +7,8 @@ Each rule needs a specific kind of attention, which is what makes it a test of a
 - `pair(a, b)`: y_t = the ordered pair (x_{t−a}, x_{t−b}) — two patterns at once (multi-head, §2.1).
 - `modsum(a, b)`: y_t = (x_{t−a} + x_{t−b}) mod V — gather two tokens, then a non-linear map (FFN, §6.1).
 - `first`: at the last position, y = x_0 — a dependency across the whole sequence (§8.2).
+- `where(a)`: y_t = ⌊a·t / n⌋, which of `a` equal parts of its row (of n tokens) position t sits in:
+  the tokens carry no information, only global position does (句首、句中还是句末 with a = 3, §3.3).
 
 Ids 0, 1, 2 are pad, bos, eos (unused here except pad); symbols start at 3. Rows have random
 lengths in [min_len, max_len] and are right-padded, so every batch is a padded batch.
@@ -21,7 +23,7 @@ import torch
 from .runner import IGNORE, PAD
 
 FIRST_SYMBOL = 3
-RULES = ("lag", "pair", "modsum", "first")
+RULES = ("lag", "pair", "modsum", "first", "where")
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class TaggingTask:
 
     @property
     def n_classes(self) -> int:
+        if self.rule == "where":
+            return self.a
         return self.n_symbols ** 2 if self.rule == "pair" else self.n_symbols
 
     @property
@@ -68,6 +72,8 @@ class TaggingTask:
             y[:, :k] = IGNORE
         elif self.rule == "first":
             y[torch.arange(batch_size), lens - 1] = x[:, 0]
+        elif self.rule == "where":
+            y = self.a * pos // lens.unsqueeze(1)  # (batch, seq); padding is masked below
         else:
             raise ValueError(f"rule={self.rule!r} is not one of {', '.join(RULES)}")
         ids = torch.where(valid, x + FIRST_SYMBOL, torch.full_like(x, PAD))
