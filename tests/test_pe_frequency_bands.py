@@ -100,7 +100,7 @@ def test_quick_row_has_the_pre_registered_checks_and_its_seed_claim(tmp_path):
     main = [(c["better"], c["worse"], c["min_effect"]) for c in row["checks"] if c["main"]]
     assert main == [("lag(2): high (i 0–7)", "lag(2): low (i 8–15)", 0.1),
                     ("where(3): low (i 8–15)", "where(3): high (i 0–7)", 0.1)]
-    assert len(row["checks"]) == 5 and row["seconds"] < 30
+    assert len(row["checks"]) == 5
     doc = build([row], {})
     (claim,) = doc["seed_claims"]
     assert claim["section"] == "seed 000 §3.3" and "句首、句中还是句末" in claim["seed_claim"]
