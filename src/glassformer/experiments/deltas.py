@@ -47,7 +47,7 @@ DELTAS: dict[tuple[str, str], Delta] = {
     ("real-ffn", "d_ff = 4× beats d_ff = 1×"):
         _table3(5.12, 4.75, "Vaswani et al. 2017 Table 3 (C), d_ff 1024 PPL 5.12 vs 4096 4.75 (a 4× step)"),
     # the seeds' own numbers, in the row's units
-    ("rnn", "… 10× faster or more at n = 1024 (§8.1: 10–100×)"):
+    ("rnn", "… 10× faster or more at n = 512, d = 512 (§8.1: 10–100×)"):
         Delta(1.0, "the seed's figure: seed 000 §8.1 '快 10-100 倍' → log10 10 = 1 (time in log10 s)"),
     ("representation-convergence", "MiniLM: the last layer's token vectors are more alike than x0's (+0.1 cosine)"):
         Delta(0.1, "the seed's figure: seed 000 §7.4, mean cosine 0.842 → 0.941 after 2 layers = +0.099"),

@@ -99,13 +99,17 @@ class Check:
     ceiling: float | None = None
     floor: float | None = None
     published: str = ""  # the published figure beside ours, where one exists
+    # this check's own gate ("met: …" / "failed: …"), e.g. a measurement the machine could not make;
+    # a failed one makes the check "not tested" (the row's gate, `Outcome.gate`, covers every check)
+    gate: str | None = None
     result: dict = field(default_factory=dict)
 
     def evaluate(self, variants: dict[str, Variant]) -> dict:
         a, b = variants[self.better], variants[self.worse]
         rate = a.rate and b.rate
+        failed = self.gate is not None and self.gate.startswith("failed")
         verdict, d, lo, hi = decide(a.values, b.values, self.higher_is_better, self.min_effect, self.ceiling,
-                                    self.floor, rate=rate)
+                                    self.floor, rate=rate, gate_failed=failed)
         self.result = {"kind": "rate difference" if rate else "difference", "claim": self.claim,
                        "better": self.better, "worse": self.worse,
                        "higher_is_better": self.higher_is_better, "min_effect": self.min_effect,
@@ -113,7 +117,7 @@ class Check:
                        "difference": d, "ci_low": lo, "ci_high": hi, "level": LEVEL,
                        "precondition": precondition(a.values, b.values, self.higher_is_better, self.ceiling,
                                                     self.floor),
-                       "published": self.published, "verdict": verdict}
+                       "published": self.published, "gate": self.gate, "verdict": verdict}
         return self.result
 
 
