@@ -92,3 +92,34 @@ def test_each_retrieval_arm_trains_at_its_own_swept_rate(tmp_path, monkeypatch):
     monkeypatch.setattr(rnn, "best_lr", spy)
     _quick_row(tmp_path, monkeypatch, None)
     assert seen == [("first.LSTM", "LSTMTagger"), ("first.Transformer", "DecoderLM")]
+
+
+def _old_page_checks(row_id: str) -> list[str]:
+    """The check names of one row of the last full run's page (docs/claims_issue12.md), read by hand."""
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "claims_issue12.md").read_text(encoding="utf-8")
+    block = text.split(f"## `{row_id}` — ", 1)[1].split("\n## `", 1)[0]
+    names, in_checks = [], False
+    for line in block.splitlines():
+        if line.startswith("| check |"):
+            in_checks = True
+        elif in_checks and line.startswith("| ") and not line.startswith("|---"):
+            names.append(line[2:].split(" | ")[0])
+    return names
+
+
+@pytest.mark.parametrize("row_id, old_checks", [("norm-placement", 3), ("rnn", 4)])
+def test_the_old_designs_stay_withdrawn_and_the_redesigned_rows_are_not(row_id, old_checks):
+    from glassformer.experiments.gates import design_gate
+    from glassformer.experiments.registry import module
+
+    names = _old_page_checks(row_id)
+    assert len(names) == old_checks
+    gated = [n for n in names if (design_gate(row_id, n) or "").startswith("failed: design")]
+    # every old check of the withdrawn design, except rnn's retrieval check (hardware-free), stays withdrawn
+    assert len(gated) == old_checks - (row_id == "rnn")
+    # the redesigned module's checks carry no design gate: their names are new
+    src = module(row_id).__file__
+    text = open(src, encoding="utf-8").read()
+    assert all(n not in text for n in gated)
