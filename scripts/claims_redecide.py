@@ -22,6 +22,7 @@ import json
 import math
 import os
 import re
+import shutil
 import sys
 from pathlib import Path
 
@@ -215,6 +216,8 @@ def main() -> None:
                 remeasured.append(row["id"])
             rows.append(row)
             added.add(row["id"])
+            for file, _ in row.get("plots") or []:  # the page links docs/claims/FILE: bring the run's picture
+                shutil.copyfile(d / "claims" / file, DOCS / "claims" / file)
     rows = [r for i in EXPERIMENTS for r in rows if r["id"] == i]
     baselines = text_baselines()
     new_rows = [r["id"] for r in rows if r["id"] in added and r["id"] not in remeasured]
@@ -232,7 +235,8 @@ def main() -> None:
         "Budgets: the text rows train 600 steps (cut from 1000 for time after the first full report; that cut "
         "flipped two verdicts, which issue 28 says the old status paragraph did not disclose); `khop` 1000 steps, "
         "`recall-extrapolation` 1500."
-        + (" Re-measured under the full protocol, each with `glassformer ablate ID --out DIR` from an empty cache, "
+        + (" Re-measured under the full protocol, each with `glassformer ablate ID --out DIR` from an empty cache "
+           "(seconds: one process's wall time on this 2-core machine while other jobs shared it), "
            "replacing the old page's rows (under their redesigns where issue 28 asked for one): "
            + ", ".join(f"`{r}` ({seconds[r]:.0f} s)" for r in remeasured) + "." if remeasured else "")
         + (" Rows issue 28 adds, run the same way and appended as measured: "
