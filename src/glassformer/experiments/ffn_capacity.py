@@ -5,16 +5,23 @@ the input, W_2's rows the values written back. If that is where a Transformer st
 the number of random facts a model can memorise should grow with d_ff. The task: N random
 facts (a, b) → v, with a, b, v drawn from 64 symbols (no rule to learn, only a table); the model
 reads "a b" and must output v at b. One layer, d_model 64, d_ff ∈ {0 (no FFN), 64, 256};
-N = 256, 1024, 4096; recall is measured on the N training facts themselves.
+N = 4096 (at 256 and 1024 every arm recalled all facts); recall is measured on the N training facts.
+
+Issue 28 §4: an FFN of 4× has 33k more parameters than no FFN, so "it recalls more because it has
+more parameters" was not ruled out. Two arms without an FFN spend the same parameters elsewhere
+(within ±5% of the 4× arm, checked before training): two more attention layers at the same width
+(same embeddings, same head: only where the FFN's parameters go differs; it decides), and one wider
+attention layer (d_model 104; a side arm, since its extra width also enlarges the embedding and the
+head, which store facts themselves).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
-from .base import Context, Outcome, run_tagging, tiny_config
+from .base import SWEEP_SEED, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
 from .ffn import _model
 from .report import line_plot
 from .runner import IGNORE, TrainSpec
@@ -29,7 +36,14 @@ CLAIM = ("Attention finds the relations, the FFN 'thinks' about them: the expand
          "model can hold.")
 SEEDS = 5
 SYMBOLS = 64
-WIDTHS = (("no FFN", 0), ("d_ff=1×", 1), ("d_ff=4×", 4))
+N_FACTS = 4096
+MATCH = 0.05  # a matched arm's parameter count within ±5% of the 4× arm's
+# δ of "the FFN beats a parameter-matched attention-only model": 5% of the N facts, pre-registered here
+# before the first full run with these arms
+MATCHED_DELTA = 0.05
+FFN4, DEEP, WIDE = "d_ff=4×", "no FFN, 3 layers (matched)", "no FFN, d_model 104 (matched)"
+# arm -> (n_layers, d_model, d_ff multiple of d_model; 0: the FFN sublayer removed)
+ARMS = {"no FFN": (1, 64, 0), "d_ff=1×": (1, 64, 1), FFN4: (1, 64, 4), DEEP: (3, 64, 0), WIDE: (1, 104, 0)}
 
 
 @dataclass(frozen=True)
@@ -71,42 +85,71 @@ class FactsTask:
         return [(ids[i:i + batch_size], targets[i:i + batch_size]) for i in range(0, self.n_facts, batch_size)]
 
 
+def config(arm: str):
+    n_layers, d_model, mult = ARMS[arm]
+    return tiny_config(FIRST_SYMBOL + SYMBOLS, n_layers=n_layers, d_model=d_model, d_ff=max(mult, 1) * d_model)
+
+
+def make(arm: str):
+    """The model of one arm, built fresh on each call ("no FFN": the sublayer removed, `ffn._model`)."""
+    return lambda: _model(config(arm), ARMS[arm][2] > 0)
+
+
+def parameters(arm: str) -> int:
+    return sum(p.numel() for p in make(arm)().parameters())
+
+
 def run(ctx: Context) -> Outcome:
-    sizes = ctx.pick((256,), (256, 1024, 4096))
+    sizes = ctx.pick((256,), (N_FACTS,))
     spec = TrainSpec(steps=ctx.pick(50, 3000), batch_size=128, lr=3e-3, warmup=ctx.pick(10, 100), weight_decay=0.0)
-    variants, series = [], {}
-    for name, mult in WIDTHS:
-        cfg = tiny_config(FIRST_SYMBOL + SYMBOLS, n_layers=1, d_ff=max(mult, 1) * 64)
-        means = []
+    params = {arm: parameters(arm) for arm in ARMS}
+    for arm in (DEEP, WIDE):  # the design, before any training
+        if abs(params[arm] / params[FFN4] - 1) > MATCH:
+            raise ValueError(f"{arm}: {params[arm]} parameters, not within {MATCH:.0%} of {FFN4}'s {params[FFN4]}")
+    variants, lrs, means = [], {}, {}
+    for arm in ARMS:
+        key = arm.split(" (")[0].replace(" ", "_").replace(",", "")
+        lrs[arm] = best_lr(ctx, key, config(arm), FactsTask(sizes[-1], seed=SWEEP_SEED), spec, make(arm))
         for n in sizes:
             recalls = []
             for seed in ctx.seeds:
                 task = FactsTask(n, seed=seed)
 
                 def one_run():
-                    r = run_tagging(cfg, task, spec, seed, {"facts": task.all_facts()}, model=_model(cfg, mult > 0))
-                    return {"recall": r.metrics["facts"]["accuracy"], "params": r.params}
-                out = ctx.memo(f"{name.replace(' ', '_')}.N{n}.s{seed}", one_run)
-                recalls.append(out["recall"])
-            ctx.log(f"{name}, N={n}: recall {[round(x, 3) for x in recalls]} ({out['params']} parameters)")
-            variants.append(Variant(f"{name}, N={n}", "fraction of the N facts recalled", recalls))
-            means.append(sum(recalls) / len(recalls))
-        series[f"{name} ({out['params']} params)"] = (list(sizes), means)
-    line_plot(ctx.out_dir / "ffn_capacity.png", series, "facts N", "fraction recalled (mean over seeds)",
-              "Memorising random facts: 1 layer, d_model 64", logx=True)
+                    r = run_tagging(config(arm), task, replace(spec, lr=lrs[arm]), seed, {"facts": task.all_facts()},
+                                    model=seeded(make(arm), seed))
+                    return {"recall": r.metrics["facts"]["accuracy"]}
+                recalls.append(ctx.memo(f"{key}.N{n}.s{seed}", one_run)["recall"])
+            ctx.log(f"{arm}, N={n}: recall {[round(x, 3) for x in recalls]} ({params[arm]} parameters)")
+            variants.append(Variant(f"{arm}, N={n}", "fraction of the N facts recalled", recalls))
+            means[arm] = sum(recalls) / len(recalls)
     big = sizes[-1]
+    line_plot(ctx.out_dir / "ffn_capacity.png", {arm: ([params[arm] / 1000], [means[arm]]) for arm in ARMS},
+              "parameters (thousands)", "fraction recalled (mean over seeds)",
+              f"Memorising N = {big} random facts: FFN or not, at matched size")
+    at = lambda arm: f"{arm}, N={big}"  # noqa: E731
     checks = [
-        Check(f"N = {big}: an FFN of 4× recalls more facts than no FFN", f"d_ff=4×, N={big}", f"no FFN, N={big}",
+        Check(f"N = {big}: an FFN of 4× recalls more facts than no FFN", at(FFN4), at("no FFN"),
               True, 0.1, ceiling=0.9, published="Geva et al. 2021: FFN layers act as key–value memories"),
-        Check(f"N = {big}: d_ff = 4× recalls more than d_ff = 1×", f"d_ff=4×, N={big}", f"d_ff=1×, N={big}",
+        Check(f"N = {big}: an FFN (4×) recalls more facts than a parameter-matched attention-only model "
+              "(3 attention layers, no FFN)", at(FFN4), at(DEEP), True, MATCHED_DELTA, ceiling=1 - MATCHED_DELTA),
+        Check(f"N = {big}: d_ff = 4× recalls more than d_ff = 1×", at(FFN4), at("d_ff=1×"),
               True, 0.05, main=False, ceiling=0.95),
+        Check(f"N = {big}: an FFN (4×) recalls more facts than a parameter-matched wider attention-only model "
+              "(d_model 104, no FFN)", at(FFN4), at(WIDE), True, MATCHED_DELTA, main=False,
+              ceiling=1 - MATCHED_DELTA),
     ]
-    setup = (f"Decoder-only model, 1 layer, d_model 64, 4 heads, embed_scale on; N random facts (a, b) → v "
-             f"over {SYMBOLS} symbols (chance {1 / SYMBOLS:.3f}), a fresh table per seed; {spec.steps} AdamW "
-             f"steps of batch {spec.batch_size} sampled from the N facts, peak lr {spec.lr}, no weight decay; "
-             "recall = accuracy on all N facts. 'No FFN' zeroes the FFN sublayer (its parameters are "
-             "still counted in the model's size).")
-    notes = ("Facts are random, so nothing generalises: recall measures storage. Without an FFN the "
-             "embeddings, attention and output head still store some facts.")
-    return Outcome(variants, checks, setup, plots=[("ffn_capacity.png", "Facts recalled against N, per FFN width")],
+    counts = "; ".join(f"{arm} {params[arm]:,}" + (f" ({params[arm] / params[FFN4] - 1:+.1%} of {FFN4})"
+                                                     if arm in (DEEP, WIDE) else "") for arm in ARMS)
+    setup = (f"Decoder-only models, 4 heads, Post-LN, embed_scale on; N random facts (a, b) → v over {SYMBOLS} "
+             f"symbols (chance {1 / SYMBOLS:.3f}), a fresh table per seed; {spec.steps} AdamW steps of batch "
+             f"{spec.batch_size} sampled from the N facts, peak lr per arm from a sweep over (3e-4, 1e-3, 3e-3) on "
+             f"a table of its own: {lrs}; no weight decay; recall = accuracy on all N facts. 'No FFN' removes the "
+             f"FFN sublayer (the residual passes the attention output on). Parameters: {counts}.")
+    notes = ("Facts are random, so nothing generalises: recall measures storage. Without an FFN the embeddings, "
+             "attention and output head still store some facts. The 3-layer attention-only arm decides the "
+             "parameter question: same width, same embeddings and head as the 4× arm, with the FFN's parameters "
+             "given to two more attention layers instead. The wider arm (d_model 104) is a side arm: its "
+             "parameters go partly into the embedding and the head, which are themselves a lookup table.")
+    return Outcome(variants, checks, setup, plots=[("ffn_capacity.png", "Facts recalled against parameters, per arm")],
                    notes=notes)
