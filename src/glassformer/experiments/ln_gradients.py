@@ -57,10 +57,18 @@ def run(ctx: Context) -> Outcome:
             ctx.log(f"{pos}-LN {depth}L: growth {[round(x, 2) for x in growth]}")
     line_plot(ctx.out_dir / "ln_gradients.png", curves, "layer", "‖∂L/∂W_2‖ at initialisation (mean over seeds)",
               "Per-layer FFN gradient norm at init (cf. Xiong et al. 2020, Fig. 3)", logy=True)
+    # Issue 28 §4: a ≥ 2× gap to Pre-LN can come from Pre-LN's gradient *falling* toward the output as
+    # much as from Post-LN's rising, so Post-LN's own growth is checked against a flat profile too
+    variants.append(Variant("flat profile", "log10 of a last/first ratio of 1 (no growth)", [0.0] * len(ctx.seeds)))
     checks = [Check(f"{d} layers: Post-LN's gradient grows toward the output more than Pre-LN's (≥ 2×)",
                     f"Post-LN {d}L: growth", f"Pre-LN {d}L: growth", True, math.log10(2), main=d == depths[0],
                     published="Xiong et al. 2020 Fig. 3: Post-LN grows with layer index, Pre-LN flat")
               for d in depths]
+    checks += [Check(f"{d} layers: Post-LN's own gradient grows toward the output (last layer ≥ 2× the first)",
+                     f"Post-LN {d}L: growth", "flat profile", True, math.log10(2), main=d == depths[0],
+                     published="Xiong et al. 2020 Theorem 1: Post-LN's last-layer gradient O(d·sqrt(ln d)) at any "
+                               "depth, Pre-LN's O(d·sqrt(ln d / L))")
+               for d in depths]
     setup = (f"Decoder-only models, d_model 64, 4 heads, d_ff 256, embed_scale on, depth {list(depths)}, Post-LN "
              "(no final norm) and Pre-LN (final norm); one batch of 16 random 32-token rows, next-token "
              "cross-entropy, one backward pass at initialisation per seed; no training.")

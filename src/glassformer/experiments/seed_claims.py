@@ -55,8 +55,10 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
           "is needed) and `real-norm` stops above the character 4-gram (quality gate): nothing left decides"),
     S("post-ln-gradients", "seed 000 §4.4", "否则梯度会爆炸",
       "(without warmup, Post-LN's) gradients explode", rows=("ln-gradients",),
-      why="the gradient mechanism of Xiong et al. 2020 at initialisation decides; confound still in the data: the "
-          "≥ 2× comes mostly from Pre-LN's gradient falling toward the output, not from Post-LN's growing"),
+      why="the gradient mechanism of Xiong et al. 2020 at initialisation decides, read two ways at the row's "
+          "default depth of 6 layers: Post-LN's growth toward the output against Pre-LN's, and Post-LN's own growth "
+          "against a flat profile (the first alone could hold because Pre-LN's gradient falls toward the output, "
+          "with Post-LN's hardly rising); the 12- and 24-layer checks show how both change with depth"),
     S("batchnorm", "seed 000 §5.3", "batch size 小时不稳定……那些填充位的值会干扰归一化的统计量",
       "BatchNorm is unstable at small batch sizes and padding disturbs its statistics", rows=("norm-type",)),
     S("sin-extrapolation", "seed 000 §3.3", "模型在训练时见过 0-511 的位置，推理时可以处理 512-1023 的位置（虽然效果可能略差，但不会完全失效）",
