@@ -238,8 +238,13 @@ def test_ten_seed_run_reaches_a_verdict_that_the_raw_values_reproduce(tmp_path):
 
     from glassformer.experiments import run_one
     row = run_one("ln-gradients", True, list(range(10)), tmp_path)
-    (check,) = [c for c in row["checks"] if c["main"]]
+    check, own = [c for c in row["checks"] if c["main"]]  # Post-LN against Pre-LN; Post-LN against a flat profile
     by_name = {v["name"]: v for v in row["variants"]}
+    # Post-LN's own growth against the flat profile (all zeros): SciPy's one-sample t interval
+    growth = by_name[own["better"]]["values"]
+    one = stats.ttest_1samp(growth, 0.0).confidence_interval(0.95)
+    assert by_name[own["worse"]]["values"] == [0.0] * 10
+    assert (own["ci_low"], own["ci_high"]) == pytest.approx((one.low, one.high), rel=1e-9)
     post, pre = by_name[check["better"]]["values"], by_name[check["worse"]]["values"]
     assert len(post) == len(pre) == 10
     d = statistics.mean(post) - statistics.mean(pre)
@@ -248,7 +253,8 @@ def test_ten_seed_run_reaches_a_verdict_that_the_raw_values_reproduce(tmp_path):
     assert (check["ci_low"], check["ci_high"]) == pytest.approx((ci.low, ci.high), rel=1e-9)
     lo, hi = ci.low, ci.high
     want = HOLDS if lo > 0 and d >= check["min_effect"] else FAILS if hi < check["min_effect"] else UNSURE
-    assert want != UNSURE and row["verdict"] == check["verdict"] == want
+    assert want != UNSURE and check["verdict"] == want
+    assert row["verdict"] == combine([check, own])
     # the per-arm interval is the t interval of the mean (the values are not declared rates)
     v = by_name[check["better"]]
     want = stats.t.interval(0.95, 9, loc=np.mean(post), scale=stats.sem(post))
