@@ -187,3 +187,28 @@ def test_docs_claims_json_renders_into_docs_claims_md_exactly():
         assert tuple(c) == CHECK_KEYS and c["verdict"] in (HOLDS, FAILS, UNSURE, UNTESTED)
         if c["gate"] and c["gate"].startswith("failed"):
             assert c["verdict"] == UNTESTED
+
+
+# ---- one verdict per seed claim, recomputed from the file ----
+def test_committed_seed_claim_verdicts_recompute_from_the_file_alone():
+    from glassformer.experiments.claims_doc import recompute_seed_claims
+
+    doc = json.loads((DOCS / "claims.json").read_text(encoding="utf-8"))
+    assert recompute_seed_claims(doc) == [s["verdict"] for s in doc["seed_claims"]]
+
+
+@pytest.mark.parametrize("check_verdict, sentence_verdict", [(HOLDS, FAILS), (FAILS, HOLDS), (UNSURE, UNSURE),
+                                                             (UNTESTED, UNTESTED)])
+def test_a_sentence_decided_by_its_negation_reads_the_check_the_other_way_round(check_verdict, sentence_verdict):
+    """'Pre-LN needs no warmup' is decided by 'warmup widens Pre-LN's range by ≥ δ': that check holding
+    refutes the sentence, that check excluding an effect of δ confirms it; the rest passes through."""
+    from glassformer.experiments.claims_doc import _seed_claims, recompute_seed_claims
+    from glassformer.experiments.seed_claims import SEED_CLAIMS
+
+    (sc,) = [s for s in SEED_CLAIMS if s.key == "pre-ln-no-warmup"]
+    ((row, check),) = sc.against
+    checks = [{"row": row, "check": check, "seed_claim": sc.text, "main": False, "verdict": check_verdict}]
+    (entry,) = _seed_claims(checks)
+    assert entry["verdict"] == sentence_verdict
+    assert entry["decided_by"] == entry["negated"] == [f"{row}: {check}"]
+    assert recompute_seed_claims({"checks": checks, "seed_claims": [entry]}) == [sentence_verdict]

@@ -21,7 +21,7 @@ from typing import Sequence
 from . import deltas
 from .gates import design_gate, learned_gate
 from .registry import EXPERIMENTS
-from .seed_claims import SEED_CLAIMS, claim_of, reconcile
+from .seed_claims import SEED_CLAIMS, claim_of, negate, reconcile
 from .stats import LEVEL, finite, holm_levels
 from .verdict import (FAILS, HOLDS, MIN_SEEDS, RULE, UNSURE, UNTESTED, decide, p_value, precondition)
 
@@ -132,11 +132,25 @@ def _seed_claims(checks: list[dict]) -> list[dict]:
         if not mine:
             continue
         ids = lambda cs: [f"{c['row']}: {c['check']}" for c in cs]  # noqa: E731
+        against = [c for c in mine if (c["row"], c["check"]) in sc.against]
         deciding = [c for c in mine if (c["row"], c["check"]) in sc.decides] if sc.decides else \
-            [c for c in mine if c["main"]]
+            [c for c in mine if c["main"] and c not in against]
+        deciding += against
         rest = [c for c in mine if c not in deciding]
-        out.append({"seed_claim": sc.text, "section": sc.section, "verdict": reconcile([c["verdict"] for c in deciding]),
-                    "decided_by": ids(deciding), "supporting": ids(rest), "why": sc.why})
+        verdicts = [negate(c["verdict"]) if c in against else c["verdict"] for c in deciding]
+        out.append({"seed_claim": sc.text, "section": sc.section, "verdict": reconcile(verdicts),
+                    "decided_by": ids(deciding), "negated": ids(against), "supporting": ids(rest), "why": sc.why})
+    return out
+
+
+def recompute_seed_claims(doc: dict) -> list[str]:
+    """Every seed claim's reconciled verdict again, from the file's own fields: the verdicts of the checks
+    it lists in `decided_by`, those also in `negated` read the other way round (`seed_claims`)."""
+    by_id = {f"{c['row']}: {c['check']}": c["verdict"] for c in doc["checks"]}
+    out = []
+    for s in doc["seed_claims"]:
+        negated = set(s.get("negated", []))
+        out.append(reconcile([negate(by_id[i]) if i in negated else by_id[i] for i in s["decided_by"]]))
     return out
 
 
@@ -193,9 +207,15 @@ def render(doc: dict) -> str:
               f"to α = {doc['alpha']:.2g} together. Each check's level is in its row; a check outside the family "
               "is shown at 95% (side checks) or is exact.", "",
               "## One verdict per seed claim", "",
+              "Of the deciding checks, those not tested are ignored; none left: not tested; all hold: holds; all do "
+              "not hold: does not hold; otherwise inconclusive. A sentence that says something does not matter is "
+              "decided by the check of its negation, marked so, whose verdict is read the other way round.", "",
               "| seed claim | verdict | decided by | why these decide |", "|---|---|---|---|"]
     for s in doc["seed_claims"]:
-        lines.append(f"| {s['seed_claim']} | **{s['verdict']}** | {'; '.join(s['decided_by']) or '—'} | {s['why']} |")
+        neg = set(s.get("negated", []))
+        decided = "; ".join(f"{i} (negation: its 'holds' refutes the sentence)" if i in neg else i
+                            for i in s["decided_by"])
+        lines.append(f"| {s['seed_claim']} | **{s['verdict']}** | {decided or '—'} | {s['why']} |")
     lines += ["", "## Every check (sub-claims)", "",
               "| row | check | main | d (or value) | interval | level | δ | δ source | gate | verdict |",
               "|---|---|---|---|---|---|---|---|---|---|"]
