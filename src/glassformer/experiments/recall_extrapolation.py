@@ -6,8 +6,8 @@ trained on rows of ≤ 32 tokens and tested on rows of 64, 128 and 256.
   position must find the token p places back (or the token after the previous occurrence);
 - *associative recall* (multi-query, Arora et al. 2023): k_1 v_1 … k_p v_p then the p keys again
   in another order; the target at each repeated key is its value.
-Arms: sinusoidal, learned (a table of 256 rows, rows ≥ 31 (copy), ≥ 30 (recall) never trained), ALiBi and none (RoPE is in
-`real-pe`; it was cut here for time).
+Arms: sinusoidal, learned (a table of 256 rows, rows ≥ 31 (copy), ≥ 30 (recall) never trained), ALiBi
+and none (RoPE is in `real-pe`; it was cut here for time).
 
 Two confounds of the first design (issue 28 §4) are removed as in `pe-extrapolation`, with its helpers:
 - past L the metric is the token accuracy on the targets at positions t ≥ L only (`side_scores`), with
@@ -178,18 +178,22 @@ def run(ctx: Context) -> Outcome:
     line_plot(ctx.out_dir / "recall_extrapolation.png", series, f"test length (trained on ≤ {TRAIN_LEN})",
               f"token accuracy on positions ≥ {TRAIN_LEN}", "Copy and associative recall past the training length",
               logx=True)
-    longest = {kind: evals[kind][TRAIN_LEN][0][0].shape[1] for kind in KINDS}  # rows of exactly L: the longest trained
+    longest = {kind: evals[kind][TRAIN_LEN][0][0].shape[1] for kind in KINDS}  # rows of exactly L: the longest
     setup = (f"Decoder-only, 2 layers, d_model 64, 4 heads, d_ff 256, Post-LN, embed_scale on. Copy (64 symbols) "
-             f"and multi-query associative recall (96 keys, 16 values), rows of 5–{longest['copy']} (copy) and 6–{longest['recall']} (recall) tokens; {spec.steps} "
-             f"steps, batch {spec.batch_size}, warmup {spec.warmup}, peak rate per arm: {lrs}. Tested on rows of "
-             f"exactly {list(lengths)} tokens' worth (copy 2p + 1, recall 3p tokens). Past {TRAIN_LEN} the metric is "
-             f"the token accuracy on the targets at positions ≥ {TRAIN_LEN} only (counted from 0); at {TRAIN_LEN}, "
-             f"the accuracy of the whole row (the learned-at-training-length gate). Scored targets per row, "
-             f"counted on the test rows: {'; '.join(facts)}. The learned table has {max(TEST_LENS)} rows, of which "
-             f"rows ≥ {longest['copy']} (copy) and ≥ {longest['recall']} (recall) are never trained (the longest "
-             "training rows); it is initialised at the token vectors' std (≈ 1 with the √d_model scale), not "
-             "GPT-2's 0.02, so that past L it is a random position of the tokens' size, not no PE. δ as "
-             "pre-registered (token accuracy; unchanged by the restriction to positions ≥ L).")
+             f"and multi-query associative recall (96 keys, 16 values), rows of 5–{longest['copy']} (copy) and "
+             f"6–{longest['recall']} (recall) tokens; {spec.steps} steps, batch {spec.batch_size}, warmup "
+             f"{spec.warmup}, peak rate per arm: {lrs}. Tested on rows of exactly {list(lengths)} tokens' worth "
+             f"(copy 2p + 1, recall 3p tokens). Past {TRAIN_LEN} the metric is the token accuracy on the targets "
+             f"at positions ≥ {TRAIN_LEN} only (counted from 0); at {TRAIN_LEN}, the accuracy of the whole row "
+             f"(the learned-at-training-length gate). Scored targets per row, counted on the test rows: "
+             f"{'; '.join(facts)}. So the first design's whole-row accuracy mixed in one target per copy row at 64 "
+             f"and none elsewhere; that one (\"within L\") is the SEP target at position {longest['copy']}, itself "
+             f"past the longest training row, so the in-range reference is the accuracy at {TRAIN_LEN}. The "
+             f"learned table has {max(TEST_LENS)} rows, of which rows ≥ {longest['copy']} (copy) and ≥ "
+             f"{longest['recall']} (recall) are never trained (the longest training rows); it is initialised at "
+             "the token vectors' std (≈ 1 with the √d_model scale), not GPT-2's 0.02, so that past L it is a "
+             "random position of the tokens' size, not no PE. δ as pre-registered (token accuracy; unchanged by "
+             "the restriction to positions ≥ L).")
     return Outcome(variants, checks, setup,
                    plots=[("recall_extrapolation.png", f"Accuracy on positions ≥ {TRAIN_LEN} against test length, "
                                                        "per task and encoding")])
@@ -210,7 +214,8 @@ def _arm(ctx: Context, task: RecallTask, pe: str, spec: TrainSpec, evals: dict, 
             out[str(n)], out[f"within {n}"] = sides["beyond"]["accuracy"], sides["within"]["accuracy"]
         return out
     per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s)) for seed in ctx.seeds]
-    ctx.log(f"{key}: " + "; ".join(f"{n}: {[round(p[str(n)], 3) for p in per_seed]}" for n in (TRAIN_LEN,) + TEST_LENS))
+    ctx.log(f"{key}: " + "; ".join(f"{n}: {[round(p[str(n)], 3) for p in per_seed]}"
+                                   for n in (TRAIN_LEN,) + TEST_LENS))
     return per_seed
 
 
@@ -222,7 +227,7 @@ def _targets_past_L(kind: str, evals: dict) -> str:
         beyond, total, dists = set(), set(), []
         for ids, targets in evals[n]:
             scored = targets != IGNORE
-            past = scored & (torch.arange(ids.shape[1]) >= TRAIN_LEN)
+            past = scored & (torch.arange(ids.shape[1]) >= TRAIN_LEN)  # (batch, seq)
             b, w = targets_per_row(targets, TRAIN_LEN)
             beyond |= set(b.tolist())
             total |= set((b + w).tolist())
