@@ -47,24 +47,34 @@ LAG = 1
 DELTA = 0.1
 
 
-def side_losses(model: torch.nn.Module, batches: list[tuple], L: int) -> dict[str, float]:
-    """Mean cross-entropy (nats/token) over the targeted positions t ≥ L ("beyond", never seen in
-    training) and t < L ("within"), t counted from 0 in each row; NaN for a side with no target."""
+def side_scores(model: torch.nn.Module, batches: list[tuple], L: int) -> dict[str, dict[str, float]]:
+    """Mean cross-entropy (nats/token) and token accuracy over the targeted positions t ≥ L
+    ("beyond", never seen in training) and t < L ("within"), t counted from 0 in each row; NaN for a
+    side with no target. (`recall-extrapolation` reads the accuracy, this row the loss.)"""
     was = model.training
     model.eval()
-    sums, counts = {"within": 0.0, "beyond": 0.0}, {"within": 0, "beyond": 0}
+    sums = {side: {"loss": 0.0, "accuracy": 0.0} for side in ("within", "beyond")}
+    counts = {"within": 0, "beyond": 0}
     with torch.no_grad():
         for ids, targets in batches:
             logits = model(ids)  # (batch, seq, vocab)
             nll = F.cross_entropy(logits.transpose(1, 2).double(), targets, ignore_index=IGNORE,
                                   reduction="none")  # (batch, seq); 0 where ignored
+            hit = logits.argmax(-1) == targets  # (batch, seq)
             scored = targets != IGNORE
             beyond = torch.arange(ids.shape[1]).unsqueeze(0) >= L
             for side, where in (("beyond", scored & beyond), ("within", scored & ~beyond)):
-                sums[side] += float(nll[where].sum())
+                sums[side]["loss"] += float(nll[where].sum())
+                sums[side]["accuracy"] += int(hit[where].sum())
                 counts[side] += int(where.sum())
     model.train(was)
-    return {k: sums[k] / counts[k] if counts[k] else float("nan") for k in sums}
+    return {side: {k: v / counts[side] if counts[side] else float("nan") for k, v in sums[side].items()}
+            for side in sums}
+
+
+def side_losses(model: torch.nn.Module, batches: list[tuple], L: int) -> dict[str, float]:
+    """The loss half of `side_scores`: {"beyond": nats/token at t ≥ L, "within": at t < L}."""
+    return {side: scores["loss"] for side, scores in side_scores(model, batches, L).items()}
 
 
 def token_scale_positions(model: torch.nn.Module) -> torch.nn.Module:
