@@ -61,14 +61,16 @@ EXPERIMENTS = {
 
 
 # Seconds of one core per experiment in the from-scratch run of docs/claims.md (2-core AVX2 machine,
-# --jobs 2): only the order of `run_many` uses them. Longest first, so that two workers finish
-# together instead of one starting the longest experiment when the other is nearly done (the LPT
-# rule of scheduling). Rows not listed took under 10 s.
+# --jobs 2; for the rows issue 28 re-measured or added, their CPU time, or their wall time on a shared
+# AVX-512 machine where no CPU time was kept): only the order of `run_many` uses them. Longest first,
+# so that two workers finish together instead of one starting the longest experiment when the other
+# is nearly done (the LPT rule of scheduling). Rows not listed took under 10 s.
 COST_HINT = {
-    "recall-extrapolation": 2543, "khop": 1947, "dk-sweet-spot": 1705, "real-norm": 1700, "real-pe": 1184,
-    "real-heads": 864, "ffn-capacity": 854, "representation-convergence": 640, "no-layernorm": 625, "ffn": 557,
-    "real-ffn": 552, "pe-frequency-bands": 518, "rnn": 330, "norm-type": 261, "scaling": 243, "residual": 234, "norm-placement": 217,
-    "pe-order": 211, "heads": 200, "pe-extrapolation": 146, "pe-add-concat": 92, "pe-relative-use": 38,
+    "recall-extrapolation": 2543, "khop": 1947, "dk-sweet-spot": 1705, "real-norm": 1700, "norm-placement": 1650,
+    "real-pe": 1184, "no-layernorm": 1096, "ffn-capacity": 1016, "real-heads": 864, "representation-convergence": 640,
+    "ffn": 557, "real-ffn": 552, "pe-frequency-bands": 518, "norm-type": 261, "scaling": 243, "residual": 234,
+    "pe-order": 211, "heads": 200, "rnn": 185, "tied-qk": 182, "head-pruning": 182, "pe-extrapolation": 146,
+    "pe-add-concat": 92, "ffn-memories": 87, "pe-relative-use": 38,
 }
 
 
