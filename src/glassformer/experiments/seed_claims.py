@@ -85,8 +85,18 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
       "BatchNorm is unstable at small batch sizes and padding disturbs its statistics", rows=("norm-type",)),
     S("sin-extrapolation", "seed 000 §3.3", "模型在训练时见过 0-511 的位置，推理时可以处理 512-1023 的位置（虽然效果可能略差，但不会完全失效）",
       "a model trained on positions 0–511 can process 512–1023: perhaps slightly worse, but it does not fail",
+      checks=(("pe-extrapolation", "sinusoidal at 2L does not fail completely (below the uniform guess)"),),
+      why="the sentence read literally decides: past the training length the sinusoidal model's loss on the "
+          "positions ≥ L only, against the uniform guess (ln 8) — the test of 「不会完全失效」. Until 2026-12-02 the "
+          "comparisons with a learned table decided it; they test the next paragraph's claim (learned tables "
+          "collapse), and now decide that one"),
+    S("learned-collapse", "seed 000 §3.3", "如果推理时遇到了位置 1024，那个位置的向量从未被训练过，模型会崩溃",
+      "(a learned table:) at a position never trained the model collapses, so sinusoids extrapolate better",
       rows=("pe-extrapolation", "recall-extrapolation", "real-pe"),
-      why="all main checks decide, except those whose arms never learned the task at the training length (gate) and the text row (below the 4-gram gate); confound still in the data: accuracy at 2L mixes in-range positions, and the learned table's untrained rows are N(0, 0.02²) beside tokens of norm ≈ 8, so 'learned' is no-PE past L"),
+      why="the comparisons of sinusoidal against a learned table past L decide, each on positions ≥ L only and with "
+          "the table initialised at the token vectors' scale (rows ≥ L never trained), except those whose arms "
+          "never learned the task at the training length (gate) and the text row (below the 4-gram gate). With the "
+          "token-scale table, the learned arm no longer learns recall at the training length (0 of 5 seeds)"),
     S("alibi-inverse", "seed 003 §3", "ALiBi直接用一个与距离成反比的偏置项替代正弦编码",
       "ALiBi replaces the sinusoids with a bias inversely proportional to distance", rows=("alibi-distance",)),
     S("alibi-better", "seed 003 §3", "效果更好且支持更长序列",
@@ -111,7 +121,10 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
       rows=("pe-add-concat",)),
     S("heads", "seed 000 §2.1", "如果只给你一个\"注意力头\"……很少能同时学到所有这些东西",
       "one attention head rarely learns several kinds of relation at once", rows=("heads", "real-heads"),
-      why='the synthetic two-relation task decides; `real-heads` stops above the character 4-gram, where two characters of context and one head suffice, so it is not tested'),
+      why="the synthetic two-relation task decides; `real-heads` stops above the character 4-gram, where two "
+          "characters of context and one head suffice, so it is not tested. '2 heads beat 1' sits at the edge of "
+          "the family: it held at its Holm level when the family had 29 checks and is inconclusive now that it "
+          "has more (the same numbers; a stricter level)"),
     S("dk-64", "seed 003 §2", "64是工程实践中的经验平衡点太小如16导致每个头能捕捉的模式太单薄太大如128则头数变少多样性下降",
       "d_k = 64 is the balance point: 16 is too thin, 128 leaves too few heads", rows=("dk-sweet-spot",),
       checks=(("heads", "seed 003 §2: d_k = 16 (h = 4) beats d_k = 4 (h = 16): 'too small a d_k is too thin'"),)),
