@@ -178,6 +178,18 @@ def _in_process(cmd: list[str], log: Path, env: dict | None = None) -> None:
             _load("plain_torch").main(cmd[2], cmd[3], cmd[4], [float(m) for m in cmd[5].split(",")])
 
 
+def test_the_longest_match_baseline_by_hand():
+    train = [("東京", "とうきょう"), ("銀行", "ぎんこう"), ("東", "ひがし")]
+    test = [("東京銀行", "とうきょうぎんこう"), ("東行", "ひがしこう"), ("西東", "にしひがし")]
+    # 東京銀行 = 東京 + 銀行 (right); 東行 = 東 + 行, 行 from the character dictionary (right);
+    # 西 is in neither and is copied: "西ひがし" (wrong) -> 2 of 3
+    r = curves.longest_match(train, test, {"行": "こう", "東": "とう"})  # a training piece beats the dictionary
+    assert r["exact_match"] == pytest.approx(2 / 3)
+    words = curves.longest_match([("butter", "B AH T ER"), ("fly", "F L AY")],
+                                 [("butterfly", "B AH T ER F L AY"), ("flutter", "F L AH T ER")])
+    assert words["exact_match"] == 0.5  # "flutter": fly is no prefix of it, so f, l, u... are copied
+
+
 def test_the_curve_script_runs_end_to_end(built, tmp_path, monkeypatch):
     monkeypatch.setattr(curves, "run_logged", _in_process)
     out = tmp_path / "suite"

@@ -10,8 +10,10 @@ For each dataset (bench/real/prepare.py writes its files under OUT/data, once):
   only if given) for each M, then `glassformer eval --ckpt RUN --data TEST --json` on the test split;
 - the simple baselines, computed here on the same split (train/baselines.py, the code `train`
   prints its baseline with): transductions, the per-token majority or memorisation (chosen on a
-  validation slice of the training file) and, where most pairs align one source character to one
-  target word, the per-character majority in a +-2 context (bench/real/simple.py); LMs, the best
+  validation slice of the training file), the longest match (a test source cut into the longest
+  training sources, a character left over read with the package's character dictionary where
+  there is one: the first dictionary reading) and, where many pairs align one source character to
+  one target word, the per-character majority in a +-2 context (bench/real/simple.py); LMs, the best
   interpolated character n-gram, n = 1..7, Kneser-Ney or absolute discounting (chosen on a
   validation slice); the slice is the last 5% of the training file (at most 1,000 pairs);
 - plain PyTorch (bench/real/plain_torch.py) at equal time: one run of max(M) minutes whose best
@@ -136,13 +138,52 @@ def baselines_of(name: str, train_file: Path, test_file: Path) -> dict[str, dict
     b = baselines.per_token_majority(raw)
     out["majority"] = {"value": b["test"]["exact_match"], "description": b["description"],
                        "wer": b["test"].get("wer"), "valid": b["valid"]["exact_match"]}
+    chars = prepare.CHAR_READINGS[name]() if name in prepare.CHAR_READINGS else {}
+    lm_ = longest_match(pairs, test_pairs, chars)
+    out["longest match"] = {"value": lm_["exact_match"], "wer": lm_.get("wer"), "description":
+                            "each test source cut greedily into the longest pieces that are training sources, "
+                            "their training targets joined; a character left over gets its first reading in the "
+                            "package's character dictionary" + (" (pykakasi's, pypinyin's)" if chars else "")
+                            + " or is copied"}
     aligned = sum(len(s) == len(t.split()) for s, t in pairs) / max(len(pairs), 1)
-    if aligned >= 0.3:  # one source character to one target word in many pairs: G2P, pinyin
+    if aligned >= 0.2:  # one source character to one target word in many pairs: G2P, pinyin
         c = simple.g2p_majority(pairs, test_pairs)
         out["context majority"] = {"value": 1 - c["ser"], "per": c["per"], "description":
                                    "each source character's most frequent target word in a +-2 character context "
                                    "(bench/real/simple.py)"}
     return out
+
+
+def longest_match(train: list[tuple[str, str]], test: list[tuple[str, str]], chars: dict[str, str] | None = None,
+                  longest: int = 16) -> dict:
+    """The dictionary baseline: a test source cut left to right into the longest pieces that are
+    training sources (東京銀行 -> 東京 + 銀行, butterfly -> butter + fly), their (first) training
+    targets joined with a space where most targets have one, else directly; a character that starts
+    no training source gets its reading in `chars` (a package's character dictionary: the first
+    dictionary reading), else is copied. Scored as the model is (evaluate.score_outputs)."""
+    from glassformer.train.evaluate import score_outputs
+
+    table: dict[str, str] = {}
+    for src, tgt in train:
+        table.setdefault(src, tgt)
+    for c, reading in (chars or {}).items():
+        table.setdefault(c, reading)
+    sep = " " if sum(" " in t for _, t in train) * 2 >= len(train) else ""
+
+    def guess(src: str) -> str:
+        pieces, i = [], 0
+        while i < len(src):
+            for j in range(min(len(src), i + longest), i, -1):
+                if src[i:j] in table:
+                    pieces.append(table[src[i:j]])
+                    i = j
+                    break
+            else:
+                pieces.append(src[i])
+                i += 1
+        return sep.join(pieces)
+
+    return score_outputs(test, {s: guess(s) for s, _ in test})
 
 
 # ---- the neural runs ----
@@ -227,17 +268,15 @@ def fmt(x: float | None, name: str) -> str:
 
 
 def table(results: dict, minutes: list[float]) -> str:
-    heads = " | ".join(f"ours {tag(m)} min" for m in minutes)
-    plains = " | ".join(f"plain {tag(m)} min" for m in minutes)
-    lines = [f"| dataset | role | metric | {heads} | {plains} | simple baselines | ours first beats |",
-             "|---|---|---|" + "---:|" * (2 * len(minutes)) + "---|---|"]
+    heads = [f"ours {tag(m)} min" for m in minutes] + [f"plain {tag(m)} min" for m in minutes]
+    lines = ["| " + " | ".join(["dataset", "role", "metric", *heads, "simple baselines", "ours first beats"]) + " |",
+             "|---|---|---|" + "---:|" * len(heads) + "---|---|"]
     for name, r in results.items():
-        ours_cells = " | ".join(fmt(r["ours"].get(tag(m)), name) for m in minutes)
-        plain_cells = " | ".join(fmt(r["plain"].get(tag(m)), name) for m in minutes)
+        cells = [fmt(r[arm].get(tag(m)), name) for arm in ("ours", "plain") for m in minutes]
         base = "; ".join(f"{b} {fmt(v['value'], name)}" for b, v in r["baselines"].items())
         beats = "; ".join(f"{b}: {'never' if m is None else tag(m) + ' min'}" for b, m in r["first_beats"].items())
         unit = "bits/char ↓" if r["metric"] == "bpc" else "exact match ↑"
-        lines.append(f"| {name} | {r['role'][:3]} | {unit} | {ours_cells} | {plain_cells} | {base} | {beats} |")
+        lines.append("| " + " | ".join([name, r["role"][:3], unit, *cells, base, beats or "–"]) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -277,8 +316,8 @@ def summarise(name: str, ours_scores: dict[float, dict], plain_rows: dict[float,
     key, higher = metric(name)
     ours_curve = {m: quality(name, s) for m, s in ours_scores.items()}
     plain_curve = {m: plain_quality(name, r) for m, r in plain_rows.items()}
-    beats = {b: first_beats(ours_curve, v["value"], higher) for b, v in base.items()}
-    if plain_curve:
+    beats = {b: first_beats(ours_curve, v["value"], higher) for b, v in base.items()} if ours_curve else {}
+    if plain_curve and ours_curve:
         beats["plain PyTorch"] = first_beats(ours_curve, plain_curve, higher)
     return {"role": role(name), "kind": prepare.kind(name), "metric": key, "higher_is_better": higher,
             "ours": {tag(m): v for m, v in ours_curve.items()}, "plain": {tag(m): v for m, v in plain_curve.items()},
@@ -299,6 +338,7 @@ def main(argv: list[str] | None = None) -> dict:
                                                 "choice, plain every core)")
     ap.add_argument("--sample", type=int, help="first N training items and N/10 test items of each dataset")
     ap.add_argument("--no-plain", action="store_true", help="skip the plain PyTorch baseline")
+    ap.add_argument("--baselines-only", action="store_true", help="only the data and the simple baselines (seconds)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     minutes = sorted(set(args.minutes))
@@ -315,11 +355,11 @@ def main(argv: list[str] | None = None) -> dict:
             cache.parent.mkdir(parents=True, exist_ok=True)
             cache.write_text(json.dumps(base, indent=1), encoding="utf-8")
         ours_scores = {}
-        for m in minutes:
+        for m in ([] if args.baselines_only else minutes):
             ours_scores[m] = ours(name, m, train_file, test_file, out, args.threads)
             print(f"{name} ({role(name)}): ours {tag(m)} min: {metric(name)[0]} {quality(name, ours_scores[m]):.4f}",
                   flush=True)
-        plain_rows = {} if args.no_plain else plain(name, minutes, train_file.parent, out, args.threads)
+        plain_rows = {} if args.no_plain or args.baselines_only else plain(name, minutes, train_file.parent, out, args.threads)
         results[name] = summarise(name, ours_scores, {m: plain_rows[m] for m in minutes if m in plain_rows}, base)
         results_path.write_text(json.dumps(results, indent=1), encoding="utf-8")
     order = [n for n in prepare.NAMES if n in results]

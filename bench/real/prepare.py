@@ -133,6 +133,32 @@ def kana_pairs() -> list[tuple[str, str]]:
     return sorted(pairs.items())
 
 
+def kana_char_readings() -> dict[str, str]:
+    """Each single character's first unconditional reading in pykakasi's dictionary (a baseline's
+    "first dictionary reading"; the dataset itself holds words of 2 or more characters)."""
+    import pickle
+
+    import pykakasi
+    with (Path(pykakasi.__file__).parent / "data" / "kanwadict4.db").open("rb") as f:
+        table = pickle.load(f)
+    out = {}
+    for _, words in sorted(table.items()):
+        for word, readings in words.items():
+            plain = [r for r, cond in readings if cond is None and _HIRAGANA.fullmatch(r)]
+            if len(word) == 1 and plain:
+                out.setdefault(word, plain[0])
+    return out
+
+
+def pinyin_char_readings() -> dict[str, str]:
+    """Each character's first reading in pypinyin's character dictionary."""
+    from pypinyin.pinyin_dict import pinyin_dict
+    return {chr(cp): readings.split(",")[0] for cp, readings in pinyin_dict.items()}
+
+
+CHAR_READINGS = {"kana": kana_char_readings, "pinyin": pinyin_char_readings}
+
+
 def kana() -> tuple[list[str], list[str]]:
     pairs = kana_pairs()
     pairs = random.Random(0).sample(pairs, min(KANA_WORDS, len(pairs)))
