@@ -199,6 +199,17 @@ def glassformer() -> list[str]:
     return [sys.executable, "-m", "glassformer"]
 
 
+def eval_json(text: str) -> dict:
+    """The metrics object `glassformer eval --json` printed, among any warnings in the same log."""
+    for line in reversed(text.splitlines()):
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError:
+                pass
+    return json.loads(text[text.index("{"):text.rindex("}") + 1])  # printed over several lines
+
+
 def ours(name: str, minutes: float, train_file: Path, test_file: Path, out: Path, threads: int | None) -> dict:
     """Our defaults with a budget of `minutes`, scored on the test split (skipped when done)."""
     run = out / "ours" / f"{name}-{tag(minutes)}"
@@ -218,8 +229,7 @@ def ours(name: str, minutes: float, train_file: Path, test_file: Path, out: Path
     train_s = time.monotonic() - t0
     eval_log = run.parent / f"{name}-{tag(minutes)}-eval.log"
     run_logged(glassformer() + ["eval", "--ckpt", str(run), "--data", str(test_file), "--json"], eval_log)
-    text = eval_log.read_text(encoding="utf-8")
-    scores = json.loads(text[text.index("{"):text.rindex("}") + 1])
+    scores = eval_json(eval_log.read_text(encoding="utf-8"))
     scores.pop("hypotheses", None)
     steps = [json.loads(ln).get("step") for ln in (run / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
              if ln.strip().startswith("{")] if (run / "metrics.jsonl").is_file() else []
