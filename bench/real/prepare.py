@@ -38,6 +38,7 @@ Evaluation datasets (issue 32; test sets of at most 3,000 items):
 from __future__ import annotations
 
 import datetime
+import functools
 import gzip
 import json
 import random
@@ -116,7 +117,8 @@ _HIRAGANA = re.compile(r"[\u3041-\u309f\u30fc]+")
 _WORD_JA = re.compile(r"[\u3041-\u30ff\u3400-\u9fff\uf900-\ufaff々〆ヶ]+")
 
 
-def kana_pairs() -> list[tuple[str, str]]:
+@functools.lru_cache(maxsize=1)
+def kana_pairs() -> tuple[tuple[str, str], ...]:
     """(word, hiragana reading) for the words of pykakasi's kanwa dictionary (its own pickle)."""
     import pickle
 
@@ -130,7 +132,7 @@ def kana_pairs() -> list[tuple[str, str]]:
             reading, cond = readings[0]
             if cond is None and 2 <= len(word) <= 12 and _WORD_JA.fullmatch(word) and _HIRAGANA.fullmatch(reading):
                 pairs.setdefault(word, reading)
-    return sorted(pairs.items())
+    return tuple(sorted(pairs.items()))
 
 
 def kana_char_readings() -> dict[str, str]:
@@ -211,7 +213,8 @@ def jargon_documents() -> list[str]:
     return paragraphs("\n".join(lines))
 
 
-def wordnet_lines() -> list[str]:
+@functools.lru_cache(maxsize=1)
+def wordnet_lines() -> tuple[str, ...]:
     """'headword: definition' for every synset of WordNet 3.0's data files, in file order."""
     if not (WORDNET / "data.noun").is_file():
         raise FileNotFoundError(f"{WORDNET / 'data.noun'} is missing: apt-get install wordnet-base")
@@ -224,7 +227,7 @@ def wordnet_lines() -> list[str]:
             head = fields.split()[4].replace("_", " ")
             head = re.sub(r"\([a-z]+\)$", "", head)  # adjective markers: (a), (p), (ip)
             out.append(f"{head}: {' '.join(gloss.split())}")
-    return out
+    return tuple(out)
 
 
 def lm_split(docs: list[str]) -> tuple[list[str], list[str]]:
