@@ -8,6 +8,8 @@
 #   bash bench/real/run.sh [MINUTES] [OUT]      (default 30 minutes per task, runs/real)
 #   TASKS="g2p pinyin lm-en lm-zh" (default all four); SIMPLE=0 skips the n-gram / majority baselines.
 # Then: python bench/real/report.py OUT  ->  docs/real-data.md's table and docs/figures/real-*.png
+# The time-to-quality suite of issue 32 (ten datasets, development and evaluation, 2 5 10 30 minutes):
+#   python bench/real/curves.py   (see its docstring; this script stays the issue-10 protocol)
 set -euo pipefail
 MIN=${1:-30}
 OUT=${2:-runs/real}
