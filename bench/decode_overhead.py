@@ -1,0 +1,109 @@
+"""The time outside the GEMMs per generated token, for the peer benchmark's two models (issue 29 §2): ~2 min.
+
+Greedy decoding at batch 1, fp32, through `generate` (the prepared decode step), for the Marian-size
+translator (d_model 512, 6 + 6 layers, vocabulary 8,000) and the GPT-2-size LM (d_model 384, 6 layers),
+with 1 and 2 threads. Two independent estimates of the per-token overhead:
+
+- *profiled*: the wall time per token minus the GEMMs' own time per token, where the GEMMs' time is the
+  self CPU time torch.profiler gives the matrix-product operators (addmm, mm, bmm, oneDNN's linear,
+  the int8 kernels) over one generation (the profiler slows the small ops it wraps, not a GEMM's own
+  kernel, so the GEMM time is measured, and the rest is the wall time's remainder, without the profiler);
+- *thin model*: the same generation on a model of the same depth and vocabulary but d_model 16, whose
+  GEMMs cost next to nothing: its wall time per token is the loop's overhead alone (minus its tiny
+  GEMMs, and with the output head's 8,000-wide row still paid).
+
+Per layer: the overhead divided by the layers a step runs (the decoder's; the translator's encoder runs
+once per source). Prints a Markdown table for docs/benchmarks.md:
+
+    .venv/bin/python bench/decode_overhead.py [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+from glassformer.bench.harness import _kineto_lines_dropped
+from glassformer.bench.peer import EOS, FULL, QUICK, gpt2_pair, marian_pair
+from glassformer.generate import generate
+
+GEMM_OPS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::linear", "mkldnn::_linear_pointwise",
+            "aten::_weight_int8pack_mm", "quantized::linear_dynamic", "aten::mkldnn_linear")
+
+
+def thin(p: dict, kind: str) -> dict:
+    """The benchmark's sizes with the width cut to 16 (depth, vocabulary and lengths unchanged)."""
+    q = {k: (dict(v) if isinstance(v, dict) else v) for k, v in p.items()}
+    if kind == "translator":
+        q["marian"].update(d_model=16, heads=2, ffn=64)
+    else:
+        q["gpt2"].update(n_embd=16, n_head=2)
+    return q
+
+
+def job(p: dict, kind: str):
+    """(model, the generation to time, new tokens, decoder layers a step runs)."""
+    g = torch.Generator().manual_seed(0)
+    if kind == "translator":
+        model = marian_pair(p)[0]
+        src = torch.randint(2, p["marian"]["vocab"] - 1, (1, p["src_len"]), generator=g)
+        src[:, -1] = EOS
+        n = p["mt_new"]
+        return (lambda: generate(model, src, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["marian"]["layers"]
+    model = gpt2_pair(p)[0]
+    ids = torch.randint(1, p["gpt2"]["vocab"], (1, p["prompt"]), generator=g)
+    n = p["lm_new"]
+    return (lambda: generate(model, ids, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["gpt2"]["n_layer"]
+
+
+def wall_ms(fn, n: int, repeats: int) -> float:
+    """Median wall time per new token over `repeats` generations (one warm-up first)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3 / n)
+    return statistics.median(times)
+
+
+def gemm_ms(fn, n: int) -> float:
+    """The GEMM operators' self CPU time per new token, from torch.profiler over one generation."""
+    from torch.profiler import ProfilerActivity, profile
+
+    with _kineto_lines_dropped():
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            fn()
+    return sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in GEMM_OPS) / 1e3 / n
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="tiny models: proves the script runs")
+    ap.add_argument("--repeats", type=int, default=5)
+    args = ap.parse_args()
+    p = QUICK if args.quick else FULL
+    rows = []
+    with torch.inference_mode():
+        for kind in ("translator", "lm"):
+            full_fn, n, layers = job(p, kind)
+            thin_fn, _, _ = job(thin(p, kind), kind)
+            for threads in (1, 2):
+                torch.set_num_threads(threads)
+                wall = wall_ms(full_fn, n, args.repeats)
+                gemm = gemm_ms(full_fn, n)
+                thin_wall = wall_ms(thin_fn, n, args.repeats)
+                rows.append((kind, threads, wall, gemm, wall - gemm, (wall - gemm) / layers, thin_wall,
+                             thin_wall / layers))
+    print("| model | threads | ms / token | GEMMs (profiled) | outside the GEMMs | per layer | "
+          "thin model (d_model 16) | per layer |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, threads, wall, gemm, rest, per, thin_wall, thin_per in rows:
+        print(f"| {kind} | {threads} | {wall:.2f} | {gemm:.2f} | {rest:.2f} | {per:.3f} | {thin_wall:.2f} | {thin_per:.3f} |")
+
+
+if __name__ == "__main__":
+    main()
