@@ -12,7 +12,7 @@ from glassformer.config import ModelConfig
 from glassformer.generate import Stepper, generate
 from glassformer.interop import from_hf
 from glassformer.nn import build_model
-from glassformer.nn import decode_step, routes
+from glassformer.nn import decode_gemm, decode_step, routes
 from glassformer.nn.decode_step import DecodeStep, supports
 from glassformer.nn.prepared import prepared
 from glassformer.nn.routes import TABLE
@@ -36,11 +36,11 @@ def test_step_logits_equal_hf_gpt2_on_every_route(route, monkeypatch):
     (Without oneDNN, as with GLASSFORMER_ONEDNN=0, a forced 'onednn' falls back to BLAS.)"""
     if route.startswith("onednn_"):  # the decode step's own routes: oneDNN over a (out, in) copy of W
         # or over oneDNN's blocked layout of it
-        monkeypatch.setattr(decode_step, "FORCE", route)
+        monkeypatch.setattr(decode_gemm, "FORCE", route)
     else:
         monkeypatch.setenv("GLASSFORMER_GEMM", route)
     TABLE.clear()
-    decode_step._TABLE.clear()
+    decode_gemm._TABLE.clear()
     ours, hf = gpt2_pair(width=384, heads=6, layers=2)  # wide enough for the oneDNN route to apply
     ids = torch.randint(1, VOCAB, (2, 5))
     with torch.inference_mode():
@@ -138,8 +138,8 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
     """The copies the step keeps inside one `prepared` scope (the contiguous tied W_U, a packed W)
     are rebuilt when a weight changes in place there (a new version of the same storage): the next
     step matches HF again. (Across scopes nothing is kept: tests/test_prepared_weights.py.)"""
-    monkeypatch.setattr(decode_step, "FORCE", route)
-    decode_step._TABLE.clear()
+    monkeypatch.setattr(decode_gemm, "FORCE", route)
+    decode_gemm._TABLE.clear()
     ours, hf = gpt2_pair(width=384, heads=6, layers=1)  # wide enough for the oneDNN routes
     ids = torch.randint(1, VOCAB, (1, 5))
 
@@ -161,7 +161,7 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
         got = step_logits()
         assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
         kept = ours.dec[0].ffn.__dict__["_prepared_store"]
-        if route == "onednn_blocked" and decode_step._REORDER is not None and routes.onednn_available():
+        if route == "onednn_blocked" and decode_gemm._REORDER is not None and routes.onednn_available():
             assert [value.is_mkldnn for _, value in kept.values()] == [True, True]  # W_1, W_2
         assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())
 

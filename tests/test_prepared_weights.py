@@ -17,7 +17,7 @@ import torch
 
 from glassformer.config import ModelConfig
 from glassformer.generate import generate
-from glassformer.nn import build_model, decode_step
+from glassformer.nn import build_model, decode_gemm, decode_step
 from glassformer.nn.prepared import prepared
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -174,11 +174,11 @@ def test_outputs_after_an_update_equal_a_fresh_model(arch, update):
     assert_same(model)
 
 
-@pytest.mark.parametrize("route", decode_step.DECODE_ROUTES)
+@pytest.mark.parametrize("route", decode_gemm.DECODE_ROUTES)
 def test_decode_routes_keep_no_copy_across_training(route, monkeypatch):
     """The routes that keep a (out, in) copy or oneDNN's blocked layout of W: generate, train with
     fused AdamW, generate again — every copy is of the weights as they are now."""
-    monkeypatch.setattr(decode_step, "FORCE", route)
+    monkeypatch.setattr(decode_gemm, "FORCE", route)
     model = build_model(ModelConfig(arch="decoder", vocab_size=VOCAB, d_model=384, n_heads=6, n_layers=1,
                                     d_ff=768, dropout=0.0, max_len=64))  # wide enough for oneDNN to apply
     outputs(model)

@@ -119,7 +119,7 @@ def run_all(quick: bool = False, only: list[str] | None = None, log: Callable[[s
     results["machine"]["load_average_end"] = __import__("os").getloadavg()[0]
     from ..nn.routes import TABLE
     results["gemm_routes"] = TABLE.rows()  # what each route took on every shape class measured
-    from ..nn.decode_step import route_rows
+    from ..nn.decode_gemm import route_rows
     results["decode_routes"] = route_rows()  # the same for the decode step's GEMMs (three routes)
     from ..nn.precision import route_rows as int8_rows
     results["int8_routes"] = int8_rows()  # the int8 kernel measured per shape class (nn/precision.py)

@@ -229,7 +229,7 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
             out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {timed} | {r.get('onednn_us', '')} |"
                        f" {r.get('blas_us', '')} | {r['winner']} |")
     if results.get("decode_routes"):
-        out += ["", "## Decode-step GEMM routes (`nn/decode_step.py`: best of 3 per route, W evicted from the"
+        out += ["", "## Decode-step GEMM routes (`nn/decode_gemm.py`: best of 3 per route, W evicted from the"
                 " cache first where the model outgrows it)", "",
                 "| rows ≤ | K | N | threads | W from memory | BLAS µs | oneDNN µs | oneDNN packed µs | oneDNN blocked µs"
                 " | faster |",

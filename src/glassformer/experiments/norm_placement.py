@@ -22,11 +22,11 @@ from __future__ import annotations
 
 import math
 
-from .base import Context, Outcome, tiny_config
+from .base import Context, Outcome, run_tagging, tiny_config
 from .report import line_plot, mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
-from .verdict import Check, Variant
+from .verdict import Check, Variant, mean_std
 
 ID = "norm-placement"
 SECTION = "seed 000 §4.4"
@@ -77,12 +77,11 @@ def summarise(finals: dict[float, list[float]], threshold: float) -> tuple[list[
 
 
 def run(ctx: Context) -> Outcome:
-    from .base import run_tagging
-
     t = task()
     steps = ctx.pick(30, 300)
     warm = ctx.pick(10, WARMUP)
     rates = ctx.pick(LR_GRID[1::2], LR_GRID)
+    pilot = rates[-2] if len(rates) > 1 else rates[0]  # 3e-3: the first design's unreported pilot
     init_loss = math.log(t.n_classes)
     threshold = trained_below(t)
     cfg_of = {p: tiny_config(t.vocab_size, n_layers=ctx.pick(2, N_LAYERS), d_model=ctx.pick(64, D_MODEL),
@@ -107,7 +106,7 @@ def run(ctx: Context) -> Outcome:
                 spikes[lr] = [r["rebound"] for r in runs]
                 grid[f"{name} @ {lr:g}"] = {
                     "trained": sum(f < threshold for f in finals[lr]), "diverged": int(sum(diverged[lr])),
-                    "seeds": len(runs), "mean_final": _mean([f for f in finals[lr] if math.isfinite(f)]),
+                    "seeds": len(runs), "mean_final": mean_std(finals[lr])[0],
                     "best_final": min(finals[lr])}
                 curves[f"{name}, lr {lr:g}"] = smooth(mean_curve(
                     [[x if x is not None else 10 * init_loss for x in r["curve"]] for r in runs]))
@@ -122,8 +121,8 @@ def run(ctx: Context) -> Outcome:
                 Variant(f"{name}: diverged", "diverged (1 = NaN/inf at any rate)",
                         [float(any(diverged[lr][s] for lr in rates)) for s in range(len(ctx.seeds))], rate=True),
             ]
-            hi = rates[-2] if len(rates) > 1 else rates[0]  # 3e-3: the pilot's rate
-            variants.append(Variant(f"{name}: rebound @ {hi:g}", f"largest loss rebound at lr {hi:g} (nats)", spikes[hi]))
+            variants.append(Variant(f"{name}: rebound @ {pilot:g}", f"largest loss rebound at lr {pilot:g} (nats)",
+                                    spikes[pilot]))
     plot = "norm_placement_grid.png"
     line_plot(ctx.out_dir / plot,
               {arm_name(p, w): (list(rates), [grid[f"{arm_name(p, w)} @ {lr:g}"]["trained"] / len(ctx.seeds)
@@ -131,8 +130,8 @@ def run(ctx: Context) -> Outcome:
               "peak learning rate", f"share of seeds that train (loss < {threshold:.2f})",
               f"{cfg_of['post'].n_layers} layers, d_model {cfg_of['post'].d_model}: the usable range of rates", logx=True)
     step_plot(ctx.out_dir / "norm_placement_loss.png",
-              {k: v for k, v in curves.items() if k.endswith(f"lr {rates[-2 if len(rates) > 1 else 0]:g}")},
-              "training loss (mean over seeds, smoothed)", f"{N_LAYERS} layers, d_model {D_MODEL}, peak lr 3e-3")
+              {k: v for k, v in curves.items() if k.endswith(f"lr {pilot:g}")}, "training loss (mean over seeds, smoothed)",
+              f"{cfg_of['post'].n_layers} layers, d_model {cfg_of['post'].d_model}, peak lr {pilot:g}")
     checks = [
         Check("Post-LN needs warmup: with warmup it trains at more of the rates", "Post-LN, warmup: rates that train",
               "Post-LN, no warmup: rates that train", True, 1.0),
@@ -168,10 +167,6 @@ def run(ctx: Context) -> Outcome:
                    plots=[(plot, "Share of seeds that train, per learning rate: Post-LN / Pre-LN × warmup / none"),
                           ("norm_placement_loss.png", "Loss curves at peak lr 3e-3 (the pilot's rate)")],
                    notes=notes, extra={"grid": grid, "trained_below": threshold})
-
-
-def _mean(xs: list[float]) -> float | None:
-    return sum(xs) / len(xs) if xs else None
 
 
 def _num(x: float | None) -> str:

@@ -2,7 +2,7 @@
 
 The fast paths read weights in other layouts than the seed's per-head parameters: the fused
 W_QKV = [W_Q | W_K | W_V] of one GEMM (nn/attention.py), the tied head's W_U = W_Eᵀ as a
-contiguous matrix, a GEMM's weight reordered for oneDNN (nn/decode_step.py). Building them copies
+contiguous matrix, a GEMM's weight reordered for oneDNN (nn/decode_gemm.py). Building them copies
 the weight, so during a generation they are built once and kept.
 
 Why not keep them until a parameter changes, told by its version counter and storage? Because

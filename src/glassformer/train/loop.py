@@ -30,7 +30,7 @@ from ..errors import GlassformerError, InputError
 from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
-from . import baselines, distributed, run_folder, verdict
+from . import distributed, run_end, run_folder
 from .batching import example_length
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
@@ -255,7 +255,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
         ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
-                             {**meta_base, "step": step, "metrics": _public(metrics)})
+                             {**meta_base, "step": step, "metrics": run_end.public(metrics)})
 
     def run_eval() -> dict:
         m = evaluate(model, data, "valid", limit=cfg.eval_size, device=rt.device) if rt.is_main else None
@@ -311,11 +311,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 score = _score(metrics, monitor)
                 improved = best_score is None or score > best_score
                 if improved:
-                    best_score, best_metrics, bad_evals = score, _public(metrics), 0
+                    best_score, best_metrics, bad_evals = score, run_end.public(metrics), 0
                     save("best", False, metrics)
                 elif not (cfg.schedule == "wsd" and budget["spent"] < 1.0 - WSD_DECAY):
                     bad_evals += 1  # wsd: patience counts in the decay phase only (its rate is what stalls)
-                log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": clock() - start})
+                log.write({"step": step, "split": "valid", **run_end.public(metrics), "elapsed_s": clock() - start})
                 progress.note(_eval_line(step, metrics, improved))
                 save("checkpoint", True, metrics)
                 last_saved = step
@@ -333,69 +333,16 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             f"{run_folder.resume_command(cfg)}", interrupt.signum)
     if last_saved != step:  # stopped between evaluations: score and save where we are
         metrics = run_eval()
-        log.write({"step": step, "split": "valid", **_public(metrics), "elapsed_s": clock() - start})
+        log.write({"step": step, "split": "valid", **run_end.public(metrics), "elapsed_s": clock() - start})
         if best_score is None or _score(metrics, monitor) > best_score:
-            best_score, best_metrics = _score(metrics, monitor), _public(metrics)
+            best_score, best_metrics = _score(metrics, monitor), run_end.public(metrics)
             save("best", False, metrics)
         save("checkpoint", True, metrics)
-    result = _finish(cfg, data, run_dir, step, stop_reason, clock() - start, best_metrics, log, rt)
+    result = TrainResult(run_dir, step, stop_reason, clock() - start, best_metrics)
+    if rt.is_main:
+        run_end.finish(result, cfg, data, log, rt)
     distributed.shutdown(rt)
     return result
-
-
-def _finish(cfg, data, run_dir, step, stop_reason, elapsed, best_metrics, log, rt) -> TrainResult:
-    """Check `best/` on reload, score it on the test split, draw the loss curve."""
-    result = TrainResult(run_dir, step, stop_reason, elapsed, best_metrics)
-    if not rt.is_main:
-        return result
-    best = ckpt.load_checkpoint(run_dir, device=rt.device)
-    result.reloaded = _check_reloaded(cfg, data, best, best_metrics, log, rt)
-    if data.encoded.get("test"):
-        result.test = evaluate(best.model, data, "test", with_bleu=data.kind == "seq2seq", device=rt.device)
-        log.write({"step": step, "split": "test", **_public(result.test)})
-    # issue 32 §5: the score beside what the simplest model of the same data gets, and whether the
-    # curve says more minutes would help; both logged for eval and reports
-    result.baseline = baselines.of_task(data, valid_limit=cfg.eval_size)
-    if result.baseline is not None:
-        log.write({"step": step, "split": "baseline", **result.baseline})
-    if log.enabled:
-        result.verdict = verdict.from_metrics(log.path)
-        log.write({"step": step, "split": "verdict", **result.verdict})
-    from .plots import loss_curve
-    try:
-        loss_curve(run_dir / "metrics.jsonl", run_dir / "loss.png")
-    except Exception as e:  # a missing font or backend must not lose a finished run
-        print(f"warning: could not draw the loss curve ({e})")
-    return result
-
-
-def _check_reloaded(cfg, data, best, best_metrics: dict, log: MetricsLog, rt) -> dict:
-    """`best/` read back from disk and scored again on the held-out split: the score that chose
-    it must come back (issue 27: a stale copy of the weights once made the logged scores those of
-    an old model, so `best/` was not the best). Logged as split "valid-reloaded"; a mismatch is
-    printed, never hidden."""
-    again = _public(evaluate(best.model, data, "valid", limit=cfg.eval_size, device=rt.device))
-    same = _same_score(best_metrics, again)
-    log.write({"step": best.meta.get("step"), "split": "valid-reloaded", **again, "equal_to_logged": same})
-    if not same:
-        print(f"warning: {best.path} read back from disk scores valid loss {again['loss']:.6f}, exact match "
-              f"{again.get('exact_match')}; the run logged loss {best_metrics.get('loss', float('nan')):.6f}, exact "
-              f"match {best_metrics.get('exact_match')} for it (a resumed run may differ by float rounding; "
-              "more means the logged scores were not those of the saved weights: please report it)")
-    return {**again, "equal_to_logged": same}
-
-
-def _same_score(logged: dict, again: dict) -> bool:
-    """The same weights on the same examples: exact match identical, loss to float32 rounding."""
-    if not logged:
-        return False
-    loss_ok = abs(logged["loss"] - again["loss"]) <= 1e-6 * max(1.0, abs(logged["loss"]))
-    return loss_ok and logged.get("exact_match") == again.get("exact_match")
-
-
-def _public(metrics: dict) -> dict:
-    """Metrics without the per-sentence hypotheses (kept out of JSON files)."""
-    return {k: v for k, v in metrics.items() if k != "hypotheses"}
 
 
 def _eval_line(step: int, m: dict, improved: bool) -> str:

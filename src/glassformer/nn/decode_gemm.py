@@ -1,0 +1,131 @@
+"""The decode step's products x·W + b: which kernel each one takes on this machine (issues 11 and 29).
+
+`nn/decode_step.py` prepares the step's weights and runs it; this module is the one decision inside it
+that depends on the CPU rather than on the model: the route of each fp32 GEMM, measured once per shape
+class (like nn/routes.py, whose two routes it extends with copies of W in oneDNN's preferred layouts),
+or W in low precision (nn/precision.py).
+"""
+
+from __future__ import annotations
+
+import os
+
+import torch
+from torch import nn
+
+from . import routes
+from .common import _onednn_ok, onednn_linear
+from .precision import LowPrecisionGemm
+from .prepared import derived, drop as drop_derived
+from .routes import shape_class
+
+# The decode step's GEMM routes: nn/routes.py's two, plus oneDNN on a contiguous (out, in) copy of
+# W. A matrix-vector product streams W once; which order of W streams fastest depends on the shape
+# and the BLAS: on the AVX2 EPYC of docs/benchmarks.md the tall W_2 (4·d_model → d_model) read in
+# (in, out) order ran ~35% slower than oneDNN over its (out, in) copy, while W_1 was the reverse.
+# So each shape class is measured once per process, like nn/routes.py, and the copy is made and
+# kept (on the module, for the generation's `prepared` scope) only where it won.
+#
+# `onednn_blocked` goes one step further: oneDNN reorders W once into its own blocked layout for the
+# step's batch size (`mkldnn._reorder_linear_weight`, the prepacking that weight freezing does), so
+# the product reads W in the order its kernel consumes it instead of repacking it on every call.
+# At batch 8 on the AVX2 EPYC that made the layer GEMMs ~30% faster (3.6 vs 4.8 ms per token step
+# of the benchmark model, scratch measurement); at batch 1 it was a tie.
+_REORDER = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None) if torch.backends.mkldnn.is_available() else None
+DECODE_ROUTES = ("blas", "onednn", "onednn_packed") + (("onednn_blocked",) if _REORDER is not None else ())
+_COPYING = ("onednn_packed", "onednn_blocked")  # the routes that keep a copy of W on the module
+FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
+_TABLE: dict[tuple, str] = {}
+_TIMINGS: dict[tuple, dict[str, float]] = {}  # seconds per route, for the benchmark report
+
+
+def route_rows() -> list[dict]:
+    """One row per decode shape class measured in this process: µs per route and the winner."""
+    return [{"rows": k[0], "K": k[1], "N": k[2], "threads": k[3], "streams": k[4], "winner": _TABLE[k],
+             **{f"{name}_us": round(t * 1e6, 1) for name, t in _TIMINGS.get(k, {}).items()}}
+            for k in sorted(_TABLE)]
+
+
+def last_level_cache_bytes() -> int:
+    """This CPU's last-level cache (Linux sysconf), or 32 MiB where the system does not say."""
+    for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
+        try:
+            size = os.sysconf(name)
+        except (ValueError, OSError, AttributeError):
+            size = 0
+        if size > 0:
+            return size
+    return 32 << 20
+
+
+def _packed(owner: nn.Module, name: str, W: torch.Tensor, rows: int | None = None) -> torch.Tensor:
+    """W (in, out) as a contiguous (out, in) copy — or, given `rows`, oneDNN's blocked layout of that
+    copy for products of that many rows — kept on `owner` for the `prepared` scope of the generation
+    (nn/prepared.py): built again from W as it is now in the next one."""
+    def build():
+        copy = W.detach().t().contiguous()
+        return copy if rows is None else _REORDER(copy, rows)
+    return derived(owner, _packed_name(name, rows), [W], build)
+
+
+def _packed_name(name: str, rows: int | None) -> str:
+    return f"packed {name} {rows}"
+
+
+class _Gemm:
+    """y = x·W + b into a buffer, on the route measured for this shape class (resolved once)."""
+
+    __slots__ = ("W", "b", "route", "packed", "owner", "name", "streams")
+
+    def __init__(self, W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool):
+        self.W, self.b, self.route, self.packed, self.owner, self.name = W, b, None, None, owner, name
+        self.streams = streams  # the model outgrows the cache: W comes from memory at every step
+
+    def _call(self, route: str, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if route == "onednn":
+            return onednn_linear(x2, self.W.t(), self.b)
+        if route in _COPYING:
+            rows = x2.shape[0] if route == "onednn_blocked" else None
+            if self.packed is None or self.packed[0] != rows:
+                self.packed = (rows, _packed(self.owner, self.name, self.W, rows))
+            return onednn_linear(x2, self.packed[1], self.b)
+        if out is None:
+            return torch.mm(x2, self.W) if self.b is None else torch.addmm(self.b, x2, self.W)
+        return torch.mm(x2, self.W, out=out) if self.b is None else torch.addmm(self.b, x2, self.W, out=out)
+
+    def _resolve(self, x2: torch.Tensor) -> None:
+        """Pick this GEMM's route (forced, known for its shape class, or measured now)."""
+        forced = FORCE or routes.forced_route()
+        if not _onednn_ok(x2, self.W):
+            self.route = "blas"
+        elif forced is not None:
+            self.route = forced
+        else:
+            key = (*shape_class(x2.shape[0], self.W), self.streams)
+            self.route = _TABLE.get(key)
+            if self.route is None:  # time every route on these operands (routes.fastest)
+                # time it as the step meets it: writing twice the last-level cache first sends W to memory
+                evict = torch.empty(2 * last_level_cache_bytes() // 4) if self.streams else None
+                best = routes.fastest({name: (lambda name=name: self._call(name, x2, None)) for name in DECODE_ROUTES},
+                                      before=None if evict is None else (lambda: evict.fill_(0.0)))
+                self.route = _TABLE[key] = min(best, key=best.get)
+                _TIMINGS[key] = best
+        # keep only the winner's copy of W (measuring made one per copying route)
+        rows = x2.shape[0] if self.route == "onednn_blocked" else None
+        keep = _packed_name(self.name, rows) if self.route in _COPYING else None
+        made = {_packed_name(self.name, r) for r in (None, x2.shape[0])}  # onednn_packed's, onednn_blocked's
+        drop_derived(self.owner, made - {keep})
+        if keep is None or (self.packed is not None and self.packed[0] != rows):
+            self.packed = None
+
+    def __call__(self, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if self.route is None:  # first step at this batch size: the route for its shape class
+            self._resolve(x2)
+        return self._call(self.route, x2, out)
+
+
+def gemm(W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool, precision: str):
+    """The step's product x·W + b: fp32 on its measured route, or W in low precision (nn/precision.py)."""
+    if precision == "fp32":
+        return _Gemm(W, b, owner, name, streams)
+    return LowPrecisionGemm(W, b, owner, name, precision)
