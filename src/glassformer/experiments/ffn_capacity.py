@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .base import SWEEP_SEED, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import SWEEP_SEED, SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
 from .ffn import _model
 from .report import line_plot
 from .runner import IGNORE, TrainSpec
@@ -143,7 +143,7 @@ def run(ctx: Context) -> Outcome:
                                                      if arm in (DEEP, WIDE) else "") for arm in ARMS)
     setup = (f"Decoder-only models, 4 heads, Post-LN, embed_scale on; N random facts (a, b) → v over {SYMBOLS} "
              f"symbols (chance {1 / SYMBOLS:.3f}), a fresh table per seed; {spec.steps} AdamW steps of batch "
-             f"{spec.batch_size} sampled from the N facts, peak lr per arm from a sweep over (3e-4, 1e-3, 3e-3) on "
+             f"{spec.batch_size} sampled from the N facts, {SWEEP_WORDS}, on "
              f"a table of its own: {lrs}; no weight decay; recall = accuracy on all N facts. 'No FFN' removes the "
              f"FFN sublayer (the residual passes the attention output on). Parameters: {counts}.")
     notes = ("Facts are random, so nothing generalises: recall measures storage. Without an FFN the embeddings, "
