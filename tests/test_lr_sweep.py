@@ -70,3 +70,25 @@ def test_a_memorisation_task_is_validated_on_its_table():
     ids, targets = task.table()
     assert [len(b[0]) for b in batches] == [16, 16, 8]
     assert torch.equal(torch.cat([b[0] for b in batches]), ids) and torch.equal(torch.cat([b[1] for b in batches]), targets)
+
+
+def test_a_text_task_chooses_its_rate_on_text_it_neither_trains_on_nor_is_tested_on():
+    from glassformer.experiments.text_task import TUNE, CharTextTask, _streams
+
+    task = CharTextTask(seq_len=16)
+    train, valid = _streams(task.corpus)[1], _streams(task.corpus)[2]
+    cut = int(train.numel() * (1 - TUNE))
+    tune_text = train[cut:].tolist()
+
+    def inside(window, stream) -> bool:  # the window is a run of consecutive ids of `stream`
+        w, s = window.tolist(), stream
+        return any(s[i:i + len(w)] == w for i in range(len(s) - len(w) + 1))
+    (ids, targets), = base.validation_batches(task, 2)[:1]
+    for row, nxt in zip(ids, targets):
+        assert inside(torch.cat([row, nxt[-1:]]), tune_text)
+    # training windows start before the cut: none reaches into the tuning tail
+    ids, _ = task.sampler(64, seed=0)(0)
+    assert ids.shape == (64, 16)
+    fit = train[:cut].tolist()
+    assert all(inside(r, fit) for r in ids[:3])
+    assert valid.numel() > 0 and task.batches(1, 2, seed=1)[0][0].shape == (2, 16)

@@ -121,9 +121,12 @@ SWEEP_WORDS = (f"peak rate per arm from a sweep over {', '.join(f'{r:g}' for r i
 
 
 def validation_batches(task, batch_size: int) -> list[tuple]:
-    """Held-out batches to choose a rate on: the task's own `batches` on a seed of their own, or,
-    for a memorisation task (ffn-capacity's facts, whose validation set is the table it learns),
-    the whole table."""
+    """Held-out batches to choose a rate on: a text task's tuning tail (never the text its test
+    windows come from), a synthetic task's own `batches` on a seed of their own (fresh draws of an
+    unbounded task), or, for a memorisation task (ffn-capacity's facts, whose validation set is the
+    table it learns), the whole table."""
+    if hasattr(task, "sweep_batches"):
+        return task.sweep_batches(SWEEP_VALID_BATCHES, batch_size, seed=SWEEP_VALID_SEED)
     if hasattr(task, "batches"):
         return task.batches(SWEEP_VALID_BATCHES, batch_size, seed=SWEEP_VALID_SEED)
     ids, targets = task.table()
