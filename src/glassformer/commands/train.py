@@ -135,7 +135,9 @@ def register(app: typer.Typer) -> None:
             from ..train.recipe import choose
             from ..train.tasks import raw_splits
             r = choose(task, raw_splits(cfg), max_minutes, max_steps)
-            cfg = cfg.replace(**{k: v for k, v in r.train.items() if k not in given})
+            # threads given on the command line are kept, and not re-checked either
+            cfg = cfg.replace(**{k: v for k, v in r.train.items()
+                                 if k not in given and not (k == "threads_auto" and "threads" in given)})
             overrides = {**r.model, **overrides}
             if _is_rank0():
                 flags = {f for f in MODEL_FLAGS if values[f] is not None} | given

@@ -144,8 +144,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     r.train.update(schedule="wsd", lr=peak, warmup=warmup, patience=10, recipe="auto")
     if fields["d_model"] <= 128:
         threads, why = small_model_threads()
-        r.train["threads"] = threads
-        r.reasons.append(why)
+        r.train.update(threads=threads, threads_auto=True)
+        r.reasons.append(why + "; re-checked at each evaluation (train/threads.py)")
     r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
                      f" fifth of the budget (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and"
                      f" decay from the start)")
@@ -160,18 +160,12 @@ def busy_cores(cores: int, seconds: float = 0.3) -> float:
     """How many cores other work keeps busy right now: /proc/stat's busy time over `seconds`
     (Linux), else the 1-minute load average, which lags by about a minute (a job that just ended
     still counts)."""
-    def sample() -> tuple[int, int] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as f:
-                fields = [int(v) for v in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        return sum(fields[:8]) - idle, sum(fields[:8])
-    first = sample()
+    from .threads import cpu_times
+
+    first = cpu_times()
     if first is not None:
         time.sleep(seconds)
-        second = sample()
+        second = cpu_times()
         if second is not None and second[1] > first[1]:
             return cores * (second[0] - first[0]) / (second[1] - first[1])
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float(cores)
