@@ -92,3 +92,29 @@ def test_a_text_task_chooses_its_rate_on_text_it_neither_trains_on_nor_is_tested
     fit = train[:cut].tolist()
     assert all(inside(r, fit) for r in ids[:3])
     assert valid.numel() > 0 and task.batches(1, 2, seed=1)[0][0].shape == (2, 16)
+
+
+@pytest.mark.parametrize("surface, tried, best", [
+    # falling to the top of the grid: 3e-2 is tried, then 1e-1, which is worse: 3e-2 inside
+    ({3e-4: 3.0, 1e-3: 2.5, 3e-3: 2.0, 1e-2: 1.5, 3e-2: 1.2, 1e-1: 1.4}, (3e-2, 1e-1), 3e-2),
+    # 3e-2 already worse than 1e-2: one extension, 1e-2 inside
+    ({3e-4: 3.0, 1e-3: 2.5, 3e-3: 2.0, 1e-2: 1.5, 3e-2: 1.6}, (3e-2,), 1e-2),
+    # the smallest rate best: 1e-4 tried below it
+    ({1e-4: 1.1, 3e-4: 1.0, 1e-3: 1.2, 3e-3: 1.5, 1e-2: 2.0}, (1e-4,), 3e-4),
+    # an interior best: nothing added
+    ({3e-4: 2.0, 1e-3: 1.0, 3e-3: 1.5, 1e-2: 2.5}, (), 1e-3),
+])
+def test_the_grid_grows_past_an_end_where_the_best_rate_sits(tmp_path, monkeypatch, surface, tried, best):
+    task = TaggingTask("lag", n_symbols=8, min_len=8, max_len=12, a=1)
+    calls = []
+
+    def fake_run(cfg, task_, spec_, seed, evals=None, model=None, first_layer=None):
+        calls.append(spec_.lr)
+        return SimpleNamespace(metrics={"valid": {"loss": surface[spec_.lr]}}, result=SimpleNamespace(diverged=False))
+    monkeypatch.setattr(base, "run_tagging", fake_run)
+    logged = []
+    ctx = base.Context(quick=False, seeds=[0], out_dir=tmp_path, log=logged.append)
+    assert base.best_lr(ctx, "arm", None, task, TrainSpec(steps=5, batch_size=4, lr=1e-3, warmup=1)) == best
+    assert sorted(set(calls)) == sorted(set(base.LR_GRID) | set(tried))
+    assert len(calls) == len(base.SWEEP_SEEDS) * (len(base.LR_GRID) + len(tried))
+    assert ("an end of the grid" in logged[-1]) == (best in (min(calls), max(calls)))
