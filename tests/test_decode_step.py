@@ -203,6 +203,33 @@ def test_a_copy_of_W_is_made_only_where_the_generation_pays_it_back(monkeypatch)
             assert sorted(kept) == ([] if route == "blas" else ["packed 1 None", "packed 2 None"])
 
 
+def test_step_writes_k_and_v_in_one_copy_into_the_module_paths_cache_layout():
+    """The cache's K and V of a layer are the halves of one buffer (KVCache.allocate), which the step
+    fills with one copy per layer: after the same tokens its keys and values equal those the module
+    path cached (float32 rounding), and a beam reorder keeps both halves of one buffer."""
+    ours, _ = gpt2_pair(width=64, heads=4, layers=2)
+    ids = torch.randint(1, VOCAB, (2, 4))
+    new = torch.randint(1, VOCAB, (3, 2))
+    with torch.inference_mode():
+        caches = [ours.new_cache(16), ours.new_cache(16)]
+        for cache in caches:
+            ours(ids, cache=cache)
+        step = DecodeStep(ours)
+        for token in new:
+            step(token, caches[0])
+            ours(token[:, None], cache=caches[1])
+        for layer in range(2):
+            joint = caches[0].joint_kv[layer]
+            for half, (got, want) in enumerate(zip(caches[0].self_kv[layer], caches[1].self_kv[layer])):
+                assert got.data_ptr() == joint[:, half].data_ptr()
+                n = caches[0].length
+                assert torch.allclose(got[:, :, :n], want[:, :, :n], atol=1e-5, rtol=1e-5)
+        caches[0].reorder(torch.tensor([1, 1]))
+        kb, vb = caches[0].self_kv[0]
+        n = caches[0].length  # the cached positions (reorder moves only those)
+        assert kb.data_ptr() == caches[0].joint_kv[0].data_ptr() and torch.equal(kb[0, :, :n], kb[1, :, :n])
+
+
 def test_rows_that_end_early_keep_the_batch_on_the_prepared_step(monkeypatch):
     """A batch whose rows reach eos at different steps: the finished rows' pad fill is not padding
     any live row attends to, so every step stays prepared (before issue 29 the first finished row

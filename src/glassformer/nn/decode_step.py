@@ -236,6 +236,13 @@ class DecodeStep:
                 bufs.update(q=new(first.n_heads * first.d_k), cross_o=new(cfg.d_model))
             if first.gated:
                 bufs["gate_ff"] = new(2 * cfg.d_ff)
+            # the heads as attention reads them, viewed once: valid while a GEMM writes into its buffer
+            H, d_k = first.n_heads, first.d_k
+            q, kv = bufs["qkv"].view(batch, 3, H, 1, d_k).split([1, 2], dim=1)
+            bufs["q_heads"], bufs["kv_heads"] = q.squeeze(1), kv  # (batch, head, 1, d_k), (batch, 2, head, 1, d_k)
+            if first.cross:
+                sources = self.memory.sources
+                bufs["cross_q_heads"] = bufs["q"].view(sources, batch // sources, H, d_k).transpose(1, 2)
             self._bufs[batch] = bufs
         return bufs
 
@@ -243,8 +250,7 @@ class DecodeStep:
         """An empty cache (an encoder-decoder's first step, the start token): its buffers, position 0."""
         batch = like.shape[0]
         for layer in self.layers:
-            cache.self_kv[layer.index] = [like.new_empty(batch, layer.n_heads, max(cache.capacity, 1), layer.d_k)
-                                          for _ in range(2)]
+            cache.allocate(layer.index, like.new_empty(batch, layer.n_heads, 0, layer.d_k), max(cache.capacity, 1))
         cache.next_pos = torch.zeros(batch, dtype=torch.long, device=like.device)
 
     def __call__(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
@@ -341,13 +347,22 @@ class DecodeStep:
                 bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
         """One query per row over the cached keys and its own (no causal mask: it is the last)."""
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
-        q, k, v = layer.qkv(h, bufs["qkv"]).view(batch, 3, H, 1, d_k).unbind(1)
-        if rope is not None:  # the new query and key rotated to their position; cached keys already are
-            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        qkv = layer.qkv(h, bufs["qkv"])
         kb, vb = cache.self_kv[layer.index]
-        # narrow, not kb[:, :, i:j]: one call instead of Python's index machinery (~5 µs each)
-        kb.narrow(2, length, 1).copy_(k)
-        vb.narrow(2, length, 1).copy_(v)
+        joint = cache.joint_kv.get(layer.index)
+        # every operator after a GEMM that streamed its weights runs from cold caches (~10–40 µs, not
+        # ~2): the fewer the better. K and V go into the cache in one copy where both are halves of one
+        # buffer, from views of the GEMM's buffer made once. narrow, not kb[:, :, i:j]: one call
+        # instead of Python's index machinery (~5 µs each).
+        if qkv is bufs["qkv"] and rope is None and joint is not None and kb.data_ptr() == joint.data_ptr():
+            q = bufs["q_heads"]
+            joint.narrow(3, length, 1).copy_(bufs["kv_heads"])
+        else:
+            q, k, v = qkv.view(batch, 3, H, 1, d_k).unbind(1)
+            if rope is not None:  # the new query and key rotated to their position; cached keys already are
+                q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            kb.narrow(2, length, 1).copy_(k)
+            vb.narrow(2, length, 1).copy_(v)
         z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
                                            attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
@@ -358,7 +373,8 @@ class DecodeStep:
         rows, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         memory = self.memory
         k, v = memory.kv[layer.index]
-        q = layer.cross_W_Q(h, bufs["q"]).view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
+        q = layer.cross_W_Q(h, bufs["q"])
+        q = bufs["cross_q_heads"] if q is bufs["q"] else q.view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
         z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale)
         return layer.cross_W_O(z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"])
 
