@@ -2,20 +2,24 @@
 
 Greedy decoding at batch 1, fp32, through `generate` (the prepared decode step), for the Marian-size
 translator (d_model 512, 6 + 6 layers, vocabulary 8,000) and the GPT-2-size LM (d_model 384, 6 layers),
-with 1 and 2 threads. Two independent estimates of the per-token overhead:
+with 1 and 2 threads (`--threads`). Two independent estimates of the per-token overhead:
 
 - *profiled*: the wall time per token minus the GEMMs' own time per token, where the GEMMs' time is the
   self CPU time torch.profiler gives the matrix-product operators (addmm, mm, bmm, oneDNN's linear,
   the int8 kernels) over one generation (the profiler slows the small ops it wraps, not a GEMM's own
-  kernel, so the GEMM time is measured, and the rest is the wall time's remainder, without the profiler);
+  kernel, so the GEMM time is measured, and the rest is the wall time's remainder, without the profiler),
+  taken as the median over `--repeats` pairs of one timed and one profiled generation, back to back;
 - *thin model*: the same generation on a model of the same depth and vocabulary but d_model 16, whose
   GEMMs cost next to nothing: its wall time per token is the loop's overhead alone (minus its tiny
   GEMMs, and with the output head's 8,000-wide row still paid).
 
 Per layer: the overhead divided by the layers a step runs (the decoder's; the translator's encoder runs
-once per source). Prints a Markdown table for docs/benchmarks.md:
+once per source). Per token is per generation over its tokens: what a generation pays once (its weight
+copies, the encoder) is in it. On a machine shared with other work, `--clock cpu` (1 thread) scales
+each time to this process's share of the core, and `--stat min` takes the least-disturbed runs.
+Prints a Markdown table for docs/benchmarks.md:
 
-    .venv/bin/python bench/decode_overhead.py [--quick]
+    .venv/bin/python bench/decode_overhead.py [--quick] [--threads 1] [--clock cpu] [--stat min]
 """
 
 from __future__ import annotations
@@ -59,15 +63,25 @@ def job(p: dict, kind: str):
     return (lambda: generate(model, ids, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["gpt2"]["n_layer"]
 
 
-def wall_ms(fn, n: int, repeats: int) -> float:
-    """Median wall time per new token over `repeats` generations (one warm-up first)."""
+# `--clock cpu`: every time scaled to this process's share of the core over the run that measured it
+# (CPU time / wall time). Where another process holds the same core part of the time, wall times grow by
+# the time it held it, inside the GEMMs and outside alike; the profiler's GEMM times are wall times, so
+# each is scaled by its own run's share. On a quiet machine the share is 1 and the clocks agree.
+CPU_CLOCK = False
+
+
+def _once_ms(fn, n: int) -> float:
+    """One generation's time per new token (wall, or CPU time with `--clock cpu`)."""
+    wall, cpu = time.perf_counter(), time.process_time()
     fn()
-    times = []
-    for _ in range(repeats):
-        t = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t) * 1e3 / n)
-    return statistics.median(times)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return (cpu if CPU_CLOCK else wall) * 1e3 / n
+
+
+def wall_ms(fn, n: int, repeats: int, stat=statistics.median) -> float:
+    """Median (or `stat`) time per new token over `repeats` generations (one warm-up first)."""
+    fn()
+    return stat([_once_ms(fn, n) for _ in range(repeats)])
 
 
 def gemm_ms(fn, n: int) -> float:
@@ -75,29 +89,52 @@ def gemm_ms(fn, n: int) -> float:
     from torch.profiler import ProfilerActivity, profile
 
     with _kineto_lines_dropped():
+        wall, cpu = time.perf_counter(), time.process_time()
         with profile(activities=[ProfilerActivity.CPU]) as prof:
             fn()
-    return sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in GEMM_OPS) / 1e3 / n
+        share = (time.process_time() - cpu) / (time.perf_counter() - wall) if CPU_CLOCK else 1.0
+    return min(share, 1.0) * sum(e.self_cpu_time_total for e in prof.key_averages() if e.key in GEMM_OPS) / 1e3 / n
+
+
+def paired_ms(fn, n: int, repeats: int, stat=statistics.median) -> tuple[float, float, float]:
+    """(wall, GEMMs, outside) per token over `repeats` pairs of one timed and one profiled generation
+    run back to back. `stat` median: the median of each pair's difference, taken under one load (another
+    process's bursts move both sides of it). `stat` min: the least-disturbed wall time minus the
+    least-disturbed GEMM time, what a quiet machine would give where the load never lets up."""
+    fn()
+    walls, gemms = [], []
+    for _ in range(repeats):
+        walls.append(_once_ms(fn, n))
+        gemms.append(gemm_ms(fn, n))
+    if stat is min:
+        return min(walls), min(gemms), min(walls) - min(gemms)
+    return stat(walls), stat(gemms), stat([w - g for w, g in zip(walls, gemms)])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="tiny models: proves the script runs")
     ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", default="1,2", help="torch thread counts to run, comma-separated (default 1,2)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="wall time, or each time scaled to this process's share of the core (a shared machine; 1 thread)")
+    ap.add_argument("--stat", choices=("median", "min"), default="median",
+                    help="median over the repeats, or the least-disturbed run (a machine under load)")
     args = ap.parse_args()
+    global CPU_CLOCK
+    CPU_CLOCK = args.clock == "cpu"
+    stat = min if args.stat == "min" else statistics.median
     p = QUICK if args.quick else FULL
     rows = []
     with torch.inference_mode():
         for kind in ("translator", "lm"):
             full_fn, n, layers = job(p, kind)
             thin_fn, _, _ = job(thin(p, kind), kind)
-            for threads in (1, 2):
+            for threads in (int(t) for t in args.threads.split(",")):
                 torch.set_num_threads(threads)
-                wall = wall_ms(full_fn, n, args.repeats)
-                gemm = gemm_ms(full_fn, n)
-                thin_wall = wall_ms(thin_fn, n, args.repeats)
-                rows.append((kind, threads, wall, gemm, wall - gemm, (wall - gemm) / layers, thin_wall,
-                             thin_wall / layers))
+                wall, gemm, rest = paired_ms(full_fn, n, args.repeats, stat)
+                thin_wall = wall_ms(thin_fn, n, args.repeats, stat)
+                rows.append((kind, threads, wall, gemm, rest, rest / layers, thin_wall, thin_wall / layers))
     print("| model | threads | ms / token | GEMMs (profiled) | outside the GEMMs | per layer | "
           "thin model (d_model 16) | per layer |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|")

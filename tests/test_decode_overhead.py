@@ -33,3 +33,16 @@ def test_quick_run_prints_a_row_per_model_and_thread_count():
         assert 0 < gemm <= wall and abs(wall - gemm - rest) <= 0.011
         layers = 1 if r[0].strip() == "translator" else 2  # QUICK: 1 decoder layer, 2 LM layers
         assert abs(rest / layers - per) <= 0.0056  # rest is printed to 0.01, per layer to 0.001
+
+
+def test_cpu_clock_and_least_disturbed_runs_on_a_shared_machine():
+    """--clock cpu --stat min --threads 1: one row per model; outside = the least-disturbed timed run
+    minus the least-disturbed GEMM time, every time in this process's CPU time."""
+    out = subprocess.run([sys.executable, str(ROOT / "bench" / "decode_overhead.py"), "--quick", "--repeats", "2",
+                          "--threads", "1", "--clock", "cpu", "--stat", "min"],
+                         capture_output=True, text=True, timeout=300, check=True).stdout
+    rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith(("| translator", "| lm"))]
+    assert [(r[0].strip(), int(r[1])) for r in rows] == [("translator", 1), ("lm", 1)]
+    for r in rows:
+        wall, gemm, rest = (float(x) for x in r[2:5])
+        assert 0 < gemm <= wall and abs(wall - gemm - rest) <= 0.011

@@ -15,7 +15,7 @@ from glassformer.nn import build_model
 from glassformer.nn import decode_gemm, decode_step, routes
 from glassformer.nn.decode_step import DecodeStep, supports
 from glassformer.nn.prepared import prepared
-from glassformer.nn.routes import TABLE
+from glassformer.nn.routes import TABLE, shape_class
 from glassformer.trace import hooks
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -164,6 +164,70 @@ def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
         if route == "onednn_blocked" and decode_gemm._REORDER is not None and routes.onednn_available():
             assert [value.is_mkldnn for _, value in kept.values()] == [True, True]  # W_1, W_2
         assert ours.head.streamed_W_U().is_contiguous() and torch.equal(ours.head.streamed_W_U(), ours.embed.W_E.t())
+
+
+def test_a_copy_of_W_is_made_only_where_the_generation_pays_it_back(monkeypatch):
+    """A copying route (oneDNN over a packed or blocked copy of W) is chosen only where its faster
+    calls, over the steps the generation can take, save more than the copy costs: seeded timings for
+    every shape class (a copy 50× a call, saving a fifth of a call), then a short and a long run."""
+    monkeypatch.setattr(decode_gemm, "FORCE", None)
+    monkeypatch.delenv("GLASSFORMER_GEMM", raising=False)
+    ours, hf = gpt2_pair(width=384, heads=6, layers=1)  # wide enough for the oneDNN routes to apply
+    if not routes.onednn_available():
+        pytest.skip("no oneDNN: every product takes BLAS")
+    call = {"blas": 1.0, "onednn": 1.5, "onednn_packed": 0.8, "onednn_blocked": 0.79}
+    build = {"onednn_packed": 50.0, "onednn_blocked": 60.0}
+    assert decode_gemm.cheapest(call, build, None) == "onednn_blocked"  # unbounded: the fastest call
+    assert decode_gemm.cheapest(call, build, 100) == "blas"  # 0.2 saved × 100 < 50
+    assert decode_gemm.cheapest(call, build, 1000) == "onednn_packed"  # 0.8 + 0.05 < 0.79 + 0.06
+    ids = torch.randint(1, VOCAB, (1, 5))
+    for steps, route in ((8, "blas"), (1000, "onednn_packed")):
+        with torch.inference_mode(), prepared(ours):
+            cache = ours.new_cache(steps)
+            ours(ids, cache=cache)
+            step = DecodeStep(ours, steps=steps)
+            for key in list(decode_gemm._TABLE):
+                monkeypatch.delitem(decode_gemm._TABLE, key)
+            # the timings every shape class of this model would measure, seeded: the choice is arithmetic
+            for gemm in (step.layers[0].qkv, step.layers[0].W_O, step.layers[0].W_1, step.layers[0].W_2, step.head):
+                key = (*shape_class(1, gemm.W), gemm.streams)
+                monkeypatch.setitem(decode_gemm._TABLE, key, "onednn_blocked")
+                monkeypatch.setitem(decode_gemm._TIMINGS, key, call)
+                monkeypatch.setitem(decode_gemm._BUILDS, key, build)
+            got = step(torch.tensor([7]), cache)
+            ref = hf(torch.cat([ids, torch.tensor([[7]])], dim=1)).logits[:, -1]
+            assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+            ffn = step.layers[0]
+            assert ffn.W_1.route == ffn.W_2.route == route  # the FFN's (the products oneDNN takes here)
+            kept = ours.dec[0].ffn.__dict__["_prepared_store"]
+            assert sorted(kept) == ([] if route == "blas" else ["packed 1 None", "packed 2 None"])
+
+
+def test_step_writes_k_and_v_in_one_copy_into_the_module_paths_cache_layout():
+    """The cache's K and V of a layer are the halves of one buffer (KVCache.allocate), which the step
+    fills with one copy per layer: after the same tokens its keys and values equal those the module
+    path cached (float32 rounding), and a beam reorder keeps both halves of one buffer."""
+    ours, _ = gpt2_pair(width=64, heads=4, layers=2)
+    ids = torch.randint(1, VOCAB, (2, 4))
+    new = torch.randint(1, VOCAB, (3, 2))
+    with torch.inference_mode():
+        caches = [ours.new_cache(16), ours.new_cache(16)]
+        for cache in caches:
+            ours(ids, cache=cache)
+        step = DecodeStep(ours)
+        for token in new:
+            step(token, caches[0])
+            ours(token[:, None], cache=caches[1])
+        for layer in range(2):
+            joint = caches[0].joint_kv[layer]
+            for half, (got, want) in enumerate(zip(caches[0].self_kv[layer], caches[1].self_kv[layer])):
+                assert got.data_ptr() == joint[:, half].data_ptr()
+                n = caches[0].length
+                assert torch.allclose(got[:, :, :n], want[:, :, :n], atol=1e-5, rtol=1e-5)
+        caches[0].reorder(torch.tensor([1, 1]))
+        kb, vb = caches[0].self_kv[0]
+        n = caches[0].length  # the cached positions (reorder moves only those)
+        assert kb.data_ptr() == caches[0].joint_kv[0].data_ptr() and torch.equal(kb[0, :, :n], kb[1, :, :n])
 
 
 def test_rows_that_end_early_keep_the_batch_on_the_prepared_step(monkeypatch):

@@ -36,6 +36,7 @@ class KVCache:
     def __init__(self, capacity: int = 256):
         self.capacity = capacity
         self.self_kv: dict[int, list] = {}  # layer -> [k_buf, v_buf]
+        self.joint_kv: dict[int, torch.Tensor] = {}  # layer -> (batch, 2, head, capacity, d_k) behind both
         self.cross_kv: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         self.length = 0  # positions already cached
         self.next_pos: torch.Tensor | None = None  # (batch,) next absolute position per row
@@ -48,15 +49,23 @@ class KVCache:
         start, new = self.length, k.shape[2]
         if layer not in self.self_kv or self.self_kv[layer][0].shape[2] < start + new:
             cap = max(self.capacity, 2 * (start + new))
-            bufs = [t.new_empty(t.shape[0], t.shape[1], cap, t.shape[3]) for t in (k, v)]
-            if layer in self.self_kv:
-                for buf, old in zip(bufs, self.self_kv[layer]):
+            old_bufs = self.self_kv.get(layer)
+            bufs = self.allocate(layer, k, cap)
+            if old_bufs is not None:
+                for buf, old in zip(bufs, old_bufs):
                     buf[:, :, :start] = old[:, :, :start]
-            self.self_kv[layer] = bufs
         kb, vb = self.self_kv[layer]
         kb[:, :, start:start + new] = k
         vb[:, :, start:start + new] = v
         return kb[:, :, :start + new], vb[:, :, :start + new]
+
+    def allocate(self, layer: int, like: torch.Tensor, capacity: int) -> list[torch.Tensor]:
+        """Empty key and value buffers (batch, head, capacity, d_k) for `layer`, shaped after `like`:
+        the two halves of one buffer, so that a decode step writes a position's K and V in one copy."""
+        joint = like.new_empty(like.shape[0], 2, like.shape[1], capacity, like.shape[3])
+        self.joint_kv[layer] = joint
+        self.self_kv[layer] = [joint[:, 0], joint[:, 1]]
+        return self.self_kv[layer]
 
     def extend(self, name: str, new: torch.Tensor) -> torch.Tensor:
         """Append `new` (batch, new) to the per-key record `name` ("positions" or "padding_mask").

@@ -9,6 +9,7 @@ or W in low precision (nn/precision.py).
 from __future__ import annotations
 
 import os
+import time
 
 import torch
 from torch import nn
@@ -31,19 +32,35 @@ from .routes import shape_class
 # the product reads W in the order its kernel consumes it instead of repacking it on every call.
 # At batch 8 on the AVX2 EPYC that made the layer GEMMs ~30% faster (3.6 vs 4.8 ms per token step
 # of the benchmark model, scratch measurement); at batch 1 it was a tie.
+#
+# A copy is made once per generation (nn/prepared.py keeps none across generations), so a copying
+# route wins only where it pays for its copy within the generation: the route chosen is the one with
+# the least per-call time + build time / steps, `steps` being the most steps the generation can take
+# (its cache's room). On the AVX-512 EPYC at 1 thread, the translator's W_2 (2048 → 512) measured
+# 585 µs on BLAS, 486 over the (out, in) copy and 478 over the blocked one, whose copy and reorder cost
+# ~5.7 ms: over a 48-token generation that is a loss of ~5 ms per layer, the plain copy (~1.3 ms) a gain.
 _REORDER = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None) if torch.backends.mkldnn.is_available() else None
 DECODE_ROUTES = ("blas", "onednn", "onednn_packed") + (("onednn_blocked",) if _REORDER is not None else ())
 _COPYING = ("onednn_packed", "onednn_blocked")  # the routes that keep a copy of W on the module
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
 _TABLE: dict[tuple, str] = {}
 _TIMINGS: dict[tuple, dict[str, float]] = {}  # seconds per route, for the benchmark report
+_BUILDS: dict[tuple, dict[str, float]] = {}  # seconds to build each copying route's copy of W
 
 
 def route_rows() -> list[dict]:
     """One row per decode shape class measured in this process: µs per route and the winner."""
     return [{"rows": k[0], "K": k[1], "N": k[2], "threads": k[3], "streams": k[4], "winner": _TABLE[k],
-             **{f"{name}_us": round(t * 1e6, 1) for name, t in _TIMINGS.get(k, {}).items()}}
+             **{f"{name}_us": round(t * 1e6, 1) for name, t in _TIMINGS.get(k, {}).items()},
+             **{f"{name}_build_us": round(t * 1e6, 1) for name, t in _BUILDS.get(k, {}).items()}}
             for k in sorted(_TABLE)]
+
+
+def cheapest(per_call: dict[str, float], builds: dict[str, float], steps: int | None) -> str:
+    """The route of least time over `steps` calls, its copy's build included (None: calls unbounded)."""
+    if steps is None:
+        return min(per_call, key=per_call.get)
+    return min(per_call, key=lambda name: per_call[name] + builds.get(name, 0.0) / max(steps, 1))
 
 
 def last_level_cache_bytes() -> int:
@@ -75,11 +92,13 @@ def _packed_name(name: str, rows: int | None) -> str:
 class _Gemm:
     """y = x·W + b into a buffer, on the route measured for this shape class (resolved once)."""
 
-    __slots__ = ("W", "b", "route", "packed", "owner", "name", "streams")
+    __slots__ = ("W", "b", "route", "packed", "owner", "name", "streams", "steps")
 
-    def __init__(self, W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool):
+    def __init__(self, W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool,
+                 steps: int | None = None):
         self.W, self.b, self.route, self.packed, self.owner, self.name = W, b, None, None, owner, name
         self.streams = streams  # the model outgrows the cache: W comes from memory at every step
+        self.steps = steps  # the most calls this generation makes: what a copy of W is paid back over
 
     def _call(self, route: str, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
         if route == "onednn":
@@ -102,14 +121,15 @@ class _Gemm:
             self.route = forced
         else:
             key = (*shape_class(x2.shape[0], self.W), self.streams)
-            self.route = _TABLE.get(key)
-            if self.route is None:  # time every route on these operands (routes.fastest)
+            if key not in _TABLE:  # time every route on these operands (routes.fastest)
+                _BUILDS[key] = self._time_builds(x2.shape[0])
                 # time it as the step meets it: writing twice the last-level cache first sends W to memory
                 evict = torch.empty(2 * last_level_cache_bytes() // 4) if self.streams else None
                 best = routes.fastest({name: (lambda name=name: self._call(name, x2, None)) for name in DECODE_ROUTES},
                                       before=None if evict is None else (lambda: evict.fill_(0.0)))
-                self.route = _TABLE[key] = min(best, key=best.get)
+                _TABLE[key] = min(best, key=best.get)  # the fastest call, whatever its copy costs
                 _TIMINGS[key] = best
+            self.route = cheapest(_TIMINGS[key], _BUILDS[key], self.steps)
         # keep only the winner's copy of W (measuring made one per copying route)
         rows = x2.shape[0] if self.route == "onednn_blocked" else None
         keep = _packed_name(self.name, rows) if self.route in _COPYING else None
@@ -118,14 +138,25 @@ class _Gemm:
         if keep is None or (self.packed is not None and self.packed[0] != rows):
             self.packed = None
 
+    def _time_builds(self, rows: int) -> dict[str, float]:
+        """Seconds to build each copying route's copy of W, once (the copies a generation makes)."""
+        builds = {}
+        for route in (r for r in _COPYING if r in DECODE_ROUTES):
+            t = time.perf_counter()
+            _packed(self.owner, self.name, self.W, rows if route == "onednn_blocked" else None)
+            builds[route] = time.perf_counter() - t
+        return builds
+
     def __call__(self, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
         if self.route is None:  # first step at this batch size: the route for its shape class
             self._resolve(x2)
         return self._call(self.route, x2, out)
 
 
-def gemm(W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool, precision: str):
-    """The step's product x·W + b: fp32 on its measured route, or W in low precision (nn/precision.py)."""
+def gemm(W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool, precision: str,
+         steps: int | None = None):
+    """The step's product x·W + b: fp32 on its measured route, or W in low precision (nn/precision.py).
+    `steps`: the most calls the generation makes (None: unbounded), over which a copy of W must pay."""
     if precision == "fp32":
-        return _Gemm(W, b, owner, name, streams)
+        return _Gemm(W, b, owner, name, streams, steps)
     return LowPrecisionGemm(W, b, owner, name, precision)

@@ -26,9 +26,10 @@ small model. `DecodeStep` does the same arithmetic with none of it:
 Encoder-decoder models (the translator of Figure 1; issue 29) take the same step with the
 cross-attention sublayer between self-attention and the FFN (§7.5):
 
-- the encoder memory's keys and values for every decoder layer come from ONE GEMM over the memory
-  with all layers' [W_K | W_V] side by side (a `derived` copy, like W_QKV), once per source, at the
-  first step — which the prepared step takes too (the start token, position 0);
+- the encoder memory's keys and values for every decoder layer come from one batched product per
+  layer and projection over the seed's per-head W_K, W_V (no copy of the weights), once per source,
+  at the first step — which the prepared step takes too (the start token, position 0); low-precision
+  weights take ONE GEMM with all layers' [W_K | W_V] side by side, quantised once per generation;
 - beam search keeps one copy of them per source, not per beam: the K beams of a source are K queries
   of one attention over its memory (beam search only ever reorders rows within a source's group, so
   nothing of the memory is reordered); the self-attention cache is reordered in place
@@ -51,8 +52,8 @@ import torch.nn.modules.module as _module_hooks
 from torch import nn
 
 from .attention import KVCache
-from .common import affine
 from .decode_gemm import gemm as _gemm, last_level_cache_bytes
+from .embedding import TokenEmbedding
 from .norms import LayerNorm
 from .positional import RotaryEmbedding, apply_rotary
 from .precision import LowPrecisionGemm
@@ -97,9 +98,9 @@ def _norm_fn(norm: nn.Module):
 class _Layer:
     """One decoder layer's prepared weights, and its norms as single calls (`_norm_fn`)."""
 
-    def __init__(self, layer, streams: bool, precision: str):
+    def __init__(self, layer, streams: bool, precision: str, steps: int | None):
         attn, ffn = layer.self_attn, layer.ffn
-        gemm = lambda W, b, owner, name: _gemm(W, b, owner, name, streams, precision)  # noqa: E731
+        gemm = lambda W, b, owner, name: _gemm(W, b, owner, name, streams, precision, steps)  # noqa: E731
         self.index, self.n_heads, self.d_k, self.scale = attn.layer_index, attn.n_heads, attn.d_k, attn.scale
         self.pre_ln, self.residual = layer.pre_ln, layer.residual
         self.qkv = gemm(*attn._fused("QKV"), attn, "QKV")  # (d_model, 3·H·d_k): Q, K, V
@@ -135,7 +136,7 @@ def _gate_W_1(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 def _cross_W_KV(dec: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Every decoder layer's cross-attention [W_K | W_V] side by side, (d_model, L·2·H·d_k), and its
-    bias: one GEMM turns the encoder memory into all layers' keys and values. A `derived` copy, kept
+    bias: one low-precision GEMM turns the encoder memory into all layers' keys and values. A `derived` copy, kept
     for the generation's `prepared` scope and built again from the weights as they are in the next."""
     attns = [layer.cross_attn for layer in dec]
     sources = [t for a in attns for t in (a.W_K, a.W_V, a.b_K, a.b_V)]
@@ -158,46 +159,64 @@ class _Memory:
         # beam search repeats each source `group` times (rows b·K … b·K+K−1, all equal): keep one
         memory = memory[::group]
         src_pad = None if src_pad is None else src_pad[::group]
-        cfg = model.config
         sources, src_len, d_model = memory.shape
-        W, b = _cross_W_KV(model.dec)
         x2 = memory.reshape(sources * src_len, d_model)
-        kv = affine(x2, W, b) if precision == "fp32" else LowPrecisionGemm(W, b, model.dec, "cross W_KV", precision)(x2)
-        # kv: (source·src_seq, L·2·H·d_k)
-        kv = kv.view(sources, src_len, cfg.dec_layers, 2, cfg.n_heads, cfg.head_dim)
-        # (layer, K|V, source, head, src_seq, d_k): each head's keys contiguous, as attention reads them
-        kv = kv.permute(2, 3, 0, 4, 1, 5).contiguous()
-        self.kv = [(layer[0], layer[1]) for layer in kv]
+        if precision == "fp32":
+            self.kv = [(self._per_head(x2, a.W_K, a.b_K, sources), self._per_head(x2, a.W_V, a.b_V, sources))
+                       for a in (layer.cross_attn for layer in model.dec)]
+        else:  # low-precision weights: one GEMM with every layer's [W_K | W_V], quantised once
+            cfg = model.config
+            W, b = _cross_W_KV(model.dec)
+            kv = LowPrecisionGemm(W, b, model.dec, "cross W_KV", precision)(x2)  # (source·src_seq, L·2·H·d_k)
+            kv = kv.view(sources, src_len, cfg.dec_layers, 2, cfg.n_heads, cfg.head_dim)
+            # (layer, K|V, source, head, src_seq, d_k): each head's keys contiguous, as attention reads them
+            kv = kv.permute(2, 3, 0, 4, 1, 5).contiguous()
+            self.kv = [(layer[0], layer[1]) for layer in kv]
         self.bias = model._mask_bias(None, src_pad, memory.dtype)
         self.sources = sources
+
+    @staticmethod
+    def _per_head(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, sources: int) -> torch.Tensor:
+        """x·W_h + b_h for every head h straight from the seed's per-head W (head, d_model, d_k): one
+        batched product, no copy of W. (A fused [W_K | W_V] of all layers made one GEMM, but its copy,
+        rebuilt every generation, cost more than the product: ~6 ms of a 48-token translation.)"""
+        H = W.shape[0]
+        x3 = x2.expand(H, *x2.shape)  # the same rows for every head (a view)
+        kv = torch.bmm(x3, W) if b is None else torch.baddbmm(b.unsqueeze(1), x3, W)  # (head, source·src_seq, d_k)
+        return kv.view(H, sources, -1, W.shape[2]).transpose(0, 1).contiguous()  # (source, head, src_seq, d_k)
 
 
 class DecodeStep:
     """logits (batch, vocab) of one new token per row, given the cache of everything before it.
 
     For an encoder-decoder model, `memory` and `src_pad` are what `model.encode` returned (repeated
-    `group` times per source for beam search)."""
+    `group` times per source for beam search). `steps`: the most steps this generation takes (None:
+    unbounded), over which a GEMM route's copy of W must pay for itself (nn/decode_gemm.py)."""
 
     def __init__(self, model: nn.Module, memory: torch.Tensor | None = None, src_pad: torch.Tensor | None = None,
-                 group: int = 1, precision: str = "fp32"):
+                 group: int = 1, precision: str = "fp32", steps: int | None = None):
         self.model, self.precision = model, precision
         # the weights a step reads (not the encoder's): whether they outgrow the last-level cache
         encoder = {id(p) for p in model.enc.parameters()} if memory is not None else set()
         read = sum(p.numel() for p in model.parameters() if id(p) not in encoder)
         streams = 4 * read > last_level_cache_bytes()
-        self.layers = [_Layer(layer, streams, precision) for layer in model.dec]
+        self.layers = [_Layer(layer, streams, precision, steps) for layer in model.dec]
         self.final_norm = _norm_fn(model.dec_norm) if hasattr(model, "dec_norm") else None
         head = model.head
         self.rescale = head.rescale
-        self.head = _gemm(head.streamed_W_U(), head.b_U, head, "U", streams, precision)  # (d_model, vocab) contiguous
+        self.head = _gemm(head.streamed_W_U(), head.b_U, head, "U", streams, precision, steps)  # (d_model, vocab)
         side = "dec_" if memory is not None else ""  # the decoder's own input side (nn/model.py)
-        self.embed = getattr(model, f"{side}embed").forward
+        self.embed = getattr(model, f"{side}embed")
         pos, embed_norm = getattr(model, f"{side}pos", None), getattr(model, f"{side}embed_norm", None)
         # the position scheme (§3.5): added to the embedding (absolute), rotating Q and K (RoPE),
         # or a bias on the scores (T5's relative buckets, ALiBi) — each through its own module
         kind = None if pos is None else "absolute" if pos.absolute else "rope" if isinstance(pos, RotaryEmbedding) \
             else "bias"
         self.pos = {kind: pos.forward} if pos is not None else {}
+        # an absolute encoding's rows for positions 0 … capacity−1, computed by its module at the first
+        # step and read by index after: the sinusoids cost ~10 operators a step (float64 angles, sin,
+        # cos, cat). Made inside the generation, like the memory's keys; a learned table is read as is.
+        self._pe_table: torch.Tensor | None = None
         self.embed_norm = _norm_fn(embed_norm) if embed_norm is not None else None
         # the memory's keys and values are made at the first step: inside the generation's
         # inference mode and `prepared` scope, like every other prepared tensor
@@ -217,6 +236,13 @@ class DecodeStep:
                 bufs.update(q=new(first.n_heads * first.d_k), cross_o=new(cfg.d_model))
             if first.gated:
                 bufs["gate_ff"] = new(2 * cfg.d_ff)
+            # the heads as attention reads them, viewed once: valid while a GEMM writes into its buffer
+            H, d_k = first.n_heads, first.d_k
+            q, kv = bufs["qkv"].view(batch, 3, H, 1, d_k).split([1, 2], dim=1)
+            bufs["q_heads"], bufs["kv_heads"] = q.squeeze(1), kv  # (batch, head, 1, d_k), (batch, 2, head, 1, d_k)
+            if first.cross:
+                sources = self.memory.sources
+                bufs["cross_q_heads"] = bufs["q"].view(sources, batch // sources, H, d_k).transpose(1, 2)
             self._bufs[batch] = bufs
         return bufs
 
@@ -224,24 +250,22 @@ class DecodeStep:
         """An empty cache (an encoder-decoder's first step, the start token): its buffers, position 0."""
         batch = like.shape[0]
         for layer in self.layers:
-            cache.self_kv[layer.index] = [like.new_empty(batch, layer.n_heads, max(cache.capacity, 1), layer.d_k)
-                                          for _ in range(2)]
+            cache.allocate(layer.index, like.new_empty(batch, layer.n_heads, 0, layer.d_k), max(cache.capacity, 1))
         cache.next_pos = torch.zeros(batch, dtype=torch.long, device=like.device)
 
     def __call__(self, ids: torch.Tensor, cache: KVCache) -> torch.Tensor:
         """ids (batch,) the newest token of every row; the cache is advanced by one position."""
         if self.memory is None and self._source is not None:
             self.memory = _Memory(self.model, *self._source, self.precision)
-        x = self.embed(ids.unsqueeze(1))  # (batch, 1, d_model)
+        x = self._embed(ids)  # (batch, d_model): one row per sequence, the GEMV's vector
         if cache.length == 0:
             self._start(cache, x)
         positions = cache.next_pos.unsqueeze(1)  # (batch, 1)
         pos = self.pos
         if "absolute" in pos:
-            x = x + pos["absolute"](positions)
+            x = x + self._absolute(cache, positions)
         if self.embed_norm is not None:
-            x = self.embed_norm(x)
-        x = x.squeeze(1)  # (batch, d_model): one row per sequence, the GEMV's vector
+            x = self.embed_norm(x.unsqueeze(1)).squeeze(1)  # the norm sees the module path's shape
         bufs = self._buffers(x.shape[0], x)
         length = cache.length
         k_positions = cache.extend("positions", positions)  # (batch, length + 1): the keys'
@@ -256,6 +280,27 @@ class DecodeStep:
         if self.rescale is not None:
             x = x * self.rescale
         return self.head(x, None)  # the caller keeps the logits: a new tensor every step
+
+    def _embed(self, ids: torch.Tensor) -> torch.Tensor:
+        """E = W_E[ids] (× scale) as the module computes it, in one indexing call (Python's W_E[ids]
+        goes through the advanced-index machinery: ~20 µs a step); other embeddings through forward."""
+        embed = self.embed
+        if type(embed) is not TokenEmbedding:
+            return embed(ids.unsqueeze(1)).squeeze(1)
+        e = embed.W_E.index_select(0, ids)
+        return e.mul_(embed.scale) if embed.scale != 1.0 else e
+
+    def _absolute(self, cache: KVCache, positions: torch.Tensor) -> torch.Tensor:
+        """The absolute encoding (batch, d_model) of every row's new position, from `_pe_table`.
+        Positions never pass the cache's length (padding does not count), hence the table's size."""
+        table, pe = self._pe_table, self.pos["absolute"]
+        if table is None:
+            rows = cache.self_kv[self.layers[0].index][0].shape[2]  # the cache's capacity
+            rows = min(rows, getattr(pe.__self__, "max_len", rows))  # a learned table's own length
+            table = self._pe_table = pe(torch.arange(rows, device=positions.device).unsqueeze(0))[0]
+        if cache.length >= table.shape[0]:  # past a learned table: its module says so
+            return pe(positions).squeeze(1)
+        return table.index_select(0, cache.next_pos)
 
     def _bias(self, pos: dict, positions: torch.Tensor, k_positions: torch.Tensor, cache: KVCache,
               like: torch.Tensor) -> torch.Tensor | None:
@@ -302,13 +347,22 @@ class DecodeStep:
                 bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
         """One query per row over the cached keys and its own (no causal mask: it is the last)."""
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
-        q, k, v = layer.qkv(h, bufs["qkv"]).view(batch, 3, H, 1, d_k).unbind(1)
-        if rope is not None:  # the new query and key rotated to their position; cached keys already are
-            q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+        qkv = layer.qkv(h, bufs["qkv"])
         kb, vb = cache.self_kv[layer.index]
-        # narrow, not kb[:, :, i:j]: one call instead of Python's index machinery (~5 µs each)
-        kb.narrow(2, length, 1).copy_(k)
-        vb.narrow(2, length, 1).copy_(v)
+        joint = cache.joint_kv.get(layer.index)
+        # every operator after a GEMM that streamed its weights runs from cold caches (~10–40 µs, not
+        # ~2): the fewer the better. K and V go into the cache in one copy where both are halves of one
+        # buffer, from views of the GEMM's buffer made once. narrow, not kb[:, :, i:j]: one call
+        # instead of Python's index machinery (~5 µs each).
+        if qkv is bufs["qkv"] and rope is None and joint is not None and kb.data_ptr() == joint.data_ptr():
+            q = bufs["q_heads"]
+            joint.narrow(3, length, 1).copy_(bufs["kv_heads"])
+        else:
+            q, k, v = qkv.view(batch, 3, H, 1, d_k).unbind(1)
+            if rope is not None:  # the new query and key rotated to their position; cached keys already are
+                q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
+            kb.narrow(2, length, 1).copy_(k)
+            vb.narrow(2, length, 1).copy_(v)
         z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
                                            attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
@@ -319,7 +373,8 @@ class DecodeStep:
         rows, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         memory = self.memory
         k, v = memory.kv[layer.index]
-        q = layer.cross_W_Q(h, bufs["q"]).view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
+        q = layer.cross_W_Q(h, bufs["q"])
+        q = bufs["cross_q_heads"] if q is bufs["q"] else q.view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
         z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale)
         return layer.cross_W_O(z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"])
 
@@ -333,7 +388,8 @@ def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor |
     seq2seq = getattr(getattr(model, "config", None), "arch", None) == "encoder-decoder"
     if seq2seq != (memory is not None) or not supports(model, cache):
         return None
-    return DecodeStep(model, memory, src_pad, group, precision)
+    # the cache's capacity bounds the steps (a prompt's positions take some of it: an upper bound)
+    return DecodeStep(model, memory, src_pad, group, precision, steps=cache.capacity)
 
 
 def applies(cache: KVCache, ids: torch.Tensor, pad_id: int | None) -> bool:
