@@ -73,7 +73,7 @@ def setup(name: str, data_dir: Path, minutes: float, threads: int, width: dict |
     cfg = TrainConfig(task=task, data=str(data_dir / file), out="/tmp/unused", max_minutes=minutes,
                       recipe="auto", schedule="wsd", quiet=True)
     r = choose(task, raw_splits(cfg), minutes)
-    cfg = cfg.replace(**{**r.train, "threads": threads})
+    cfg = cfg.replace(**{**r.train, "threads": threads, "bf16": False})  # float32; bf16 is its own arm
     overrides = {**r.model, **(width or {})}
     data = load_task(cfg)
     return Setup(name, cfg, default_model_config(data, **overrides), data, overrides)
@@ -227,7 +227,7 @@ def profile_table(prof, steps: int, wall_s: float) -> tuple[dict, float, list]:
     ms.pop("labels", None)
     inside = sum(ms.values())
     ms["outside operators (Python, dispatch)"] = max(0.0, wall_s * 1000 - inside)
-    return ms, flops / steps, sorted(((*k, v // steps) for k, v in shapes.items()), key=lambda r: -r[3])
+    return ms, flops / steps, sorted(((*k, v / steps) for k, v in shapes.items()), key=lambda r: -r[0] * r[1] * r[2] * r[3])
 
 
 # ---- peak ----
@@ -289,9 +289,9 @@ def measure(s: Setup, steps: int, repeats: int, bf16_steps: int, peak: float) ->
     chunks, prof = run_steps(s, steps, profile=True, repeats=repeats + 1)
     psec = chunks[0][0] / steps  # the profiled chunk (the profiler slows small operators)
     sec, tokens_s, positions_s, _ = median_rate(chunks[1:], steps)
-    mfu_now = statistics.median(flops * steps / c[0] / 1e9 / c[3] for c in chunks[1:])
     ms, flops, shapes = profile_table(prof, steps, psec)
-    gemm_flops_only = sum(2.0 * m * k * n * c for m, k, n, c in shapes)
+    mfu_now = statistics.median(flops * steps / c[0] / 1e9 / c[3] for c in chunks[1:])
+    gemm_flops_only = sum(2.0 * m * k * n * c for m, k, n, c in shapes)  # per step (counts are per step)
     row = {
         "name": s.name, "d_model": s.model_config.d_model, "n_layers": s.model_config.n_layers,
         "d_ff": s.model_config.d_ff, "batch_size": s.cfg.batch_size, "dropout": s.model_config.dropout,
@@ -301,6 +301,7 @@ def measure(s: Setup, steps: int, repeats: int, bf16_steps: int, peak: float) ->
         "step_gflop": flops / 1e9, "peak_gflops": peak, "peak_now_gflops": machine_peak(),
         "shape_peak_gflops": shape_peak(shapes[:40]),
         "mfu": flops / sec / 1e9 / peak, "mfu_6nt": 6 * params * tokens_s / 1e9 / peak,
+        "mfu_linear_only": gemm_flops_only / steps / sec / 1e9 / peak,  # without attention's products
         "profile_ms": ms, "profiled_ms_per_step": 1000 * psec, "gemm_shapes": shapes[:12],
         "gemm_gflops_in_step": gemm_flops_only / max(ms.get("gemm", 0), 1e-9) / 1e6,
         "padding": padding_share(s),
@@ -324,8 +325,9 @@ def measure(s: Setup, steps: int, repeats: int, bf16_steps: int, peak: float) ->
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| model | params | ms/step | target tok/s | MFU (GEMM FLOPs) | 6NT MFU | GEMMs | attention |"
-            " elementwise | optimizer | autograd + outside ops | padding (trainer / longer side / sorted) | bf16 ÷ fp32 tok/s |"
+    head = ("| model | params | ms/step | target tok/s | MFU (all products) | MFU (x·W only) | 6NT MFU | GEMMs | attention |"
+            " elementwise | optimizer | autograd + outside ops | padding (trainer / longer side / sorted) |"
+            " tok/s bucket_key ÷ longer side | bf16 ÷ fp32 tok/s |"
             " loss fp32 / bf16 |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for r in rows:
@@ -337,12 +339,14 @@ def markdown(rows: list[dict]) -> str:
         b = r.get("bf16")
         lines.append(
             f"| {r['name']} d{r['d_model']}×{r['n_layers']} b{r['batch_size']} | {r['params'] / 1e6:.2f}M |"
-            f" {r['ms_per_step']:.1f} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% | {100 * r['mfu_6nt']:.1f}% |"
+            f" {r['ms_per_step']:.1f} | {r['tokens_per_s']:,.0f} | {100 * r['mfu']:.1f}% |"
+            f" {100 * r['mfu_linear_only']:.1f}% | {100 * r['mfu_6nt']:.1f}% |"
             f" {pct('gemm')} | {pct('attention')} | {pct('elementwise (norm, act, loss, masks)')} |"
             f" {pct('optimizer+clip')} |"
             f" {pct('autograd nodes', 'other operators', 'outside operators (Python, dispatch)')} |"
             f" {100 * r['padding']['trainer']:.0f}% / {100 * r['padding']['longer_side']:.0f}%"
             f" / {100 * r['padding']['sorted_epoch']:.0f}% |"
+            + (f" {r['bucketing']['speedup']:.2f} |" if "bucketing" in r else " – |")
             + (f" {b['bf16_speedup']:.2f} | {b['fp32_loss_tail']:.3f} / "
                f"{b['bf16_loss_tail']:.3f} (sd {b['fp32_loss_tail_sd']:.3f}) |" if b else " – | – |"))
     return "\n".join(lines)
