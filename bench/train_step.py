@@ -227,7 +227,8 @@ def profile_table(prof, steps: int, wall_s: float) -> tuple[dict, float, list]:
     ms.pop("labels", None)
     inside = sum(ms.values())
     ms["outside operators (Python, dispatch)"] = max(0.0, wall_s * 1000 - inside)
-    return ms, flops / steps, sorted(((*k, v / steps) for k, v in shapes.items()), key=lambda r: -r[0] * r[1] * r[2] * r[3])
+    per_step = [(*k, v / steps) for k, v in shapes.items()]
+    return ms, flops / steps, sorted(per_step, key=lambda r: -r[0] * r[1] * r[2] * r[3])
 
 
 # ---- peak ----
@@ -301,7 +302,7 @@ def measure(s: Setup, steps: int, repeats: int, bf16_steps: int, peak: float) ->
         "step_gflop": flops / 1e9, "peak_gflops": peak, "peak_now_gflops": machine_peak(),
         "shape_peak_gflops": shape_peak(shapes[:40]),
         "mfu": flops / sec / 1e9 / peak, "mfu_6nt": 6 * params * tokens_s / 1e9 / peak,
-        "mfu_linear_only": gemm_flops_only / steps / sec / 1e9 / peak,  # without attention's products
+        "mfu_linear_only": gemm_flops_only / sec / 1e9 / peak,  # without attention's products
         "profile_ms": ms, "profiled_ms_per_step": 1000 * psec, "gemm_shapes": shapes[:12],
         "gemm_gflops_in_step": gemm_flops_only / max(ms.get("gemm", 0), 1e-9) / 1e6,
         "padding": padding_share(s),
@@ -325,8 +326,8 @@ def measure(s: Setup, steps: int, repeats: int, bf16_steps: int, peak: float) ->
 
 
 def markdown(rows: list[dict]) -> str:
-    head = ("| model | params | ms/step | target tok/s | MFU (all products) | MFU (x·W only) | 6NT MFU | GEMMs | attention |"
-            " elementwise | optimizer | autograd + outside ops | padding (trainer / longer side / sorted) |"
+    head = ("| model | params | ms/step | target tok/s | MFU (all products) | MFU (x·W only) | 6NT MFU | GEMMs |"
+            " attention | elementwise | optimizer | autograd + outside ops | padding (trainer / longer side / sorted) |"
             " tok/s bucket_key ÷ longer side | bf16 ÷ fp32 tok/s |"
             " loss fp32 / bf16 |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
@@ -354,7 +355,7 @@ def markdown(rows: list[dict]) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, required=True, help="folder with bench/real/prepare.py's files")
+    ap.add_argument("--data", type=Path, default=None, help="folder with bench/real/prepare.py's files")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--minutes", type=float, default=10.0, help="the budget the recipe is asked for (dropout)")
     ap.add_argument("--steps", type=int, default=20, help="timed steps per chunk")
@@ -362,7 +363,13 @@ def main() -> None:
     ap.add_argument("--bf16-steps", type=int, default=60, help="steps of the fp32/bf16 comparison (0: skip)")
     ap.add_argument("--only", default=None, help="comma-separated row names, e.g. pinyin,lm-en")
     ap.add_argument("--out", type=Path, default=Path("bench/results/train_step.json"))
+    ap.add_argument("--table", type=Path, default=None, help="print the table of an earlier run's JSON and stop")
     args = ap.parse_args()
+    if args.table is not None:
+        print(markdown(json.loads(args.table.read_text())["rows"]))
+        return
+    if args.data is None:
+        ap.error("--data DIR is needed (bench/real/prepare.py DIR writes the datasets)")
     torch.set_num_threads(args.threads)
     plan = [("pinyin", None), ("g2p", None), ("kana", None), ("lm-en", None),
             ("pinyin", 256), ("pinyin", 512), ("lm-en", 256)]

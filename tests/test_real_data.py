@@ -98,6 +98,8 @@ def test_bf16_where_the_cpu_has_it_and_only_on_cpu():
     """bf16 autocast from the CPU's native bf16 (measured faster there, the same loss: bench/train_step.py);
     emulated bf16 is slower, and a GPU run was not measured, so both keep float32."""
     assert choose_bf16(native=True)[0] is True and "--no-bf16" in choose_bf16(native=True)[1]
+    assert choose_bf16(native=True, lm=True, d_model=256)[0] is True
+    assert choose_bf16(native=True, lm=True, d_model=128)[0] is False  # measured no faster there
     assert choose_bf16(native=False)[0] is False and "no native bf16" in choose_bf16(native=False)[1]
     g2p = cmudict_pairs()[:2000]
     raw = {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}

@@ -35,7 +35,8 @@ def test_attention_flops_forward_two_products_backward_five():
 @pytest.mark.parametrize("name, group", [
     ("aten::mm", "gemm"), ("mkldnn::_linear_pointwise", "gemm"),
     ("aten::_scaled_dot_product_flash_attention_for_cpu_backward", "attention"),
-    ("aten::_fused_adamw_", "optimizer+clip"), ("aten::native_layer_norm_backward", "elementwise (norm, act, loss, masks)"),
+    ("aten::_fused_adamw_", "optimizer+clip"),
+    ("aten::native_layer_norm_backward", "elementwise (norm, act, loss, masks)"),
     ("autograd::engine::evaluate_function: AddmmBackward0", "autograd nodes"), ("aten::as_strided", "other operators"),
 ])
 def test_operators_fall_in_their_group(name, group):

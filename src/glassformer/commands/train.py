@@ -63,7 +63,7 @@ def register(app: typer.Typer) -> None:
         clip_norm: float = typer.Option(1.0, rich_help_panel=T, help="gradient-norm clip (0: off)"),
         weight_decay: float = typer.Option(0.01, rich_help_panel=T, help="AdamW weight decay"),
         bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", rich_help_panel=T,
-                                            help="bfloat16 autocast (default off; auto: on where the CPU has native bf16)"),
+                                            help="bfloat16 autocast (default off; auto: by CPU and model)"),
         device: str = typer.Option("cpu", rich_help_panel=T, help="cpu | cuda | cuda:N"),
         threads: Optional[int] = typer.Option(None, rich_help_panel=T,
                                               help="CPU threads (default: 1 for built-in tasks, else PyTorch's)"),

@@ -40,7 +40,8 @@ def epoch_batches(lengths: Sequence[int | tuple[int, ...]], batch_size: int, see
 class BatchStream:
     """An endless stream of batches over epochs; `state_dict()` is the position to resume from."""
 
-    def __init__(self, lengths: Sequence[int | tuple[int, ...]], batch_size: int, seed: int, rank: int = 0, world: int = 1):
+    def __init__(self, lengths: Sequence[int | tuple[int, ...]], batch_size: int, seed: int,
+                 rank: int = 0, world: int = 1):
         if not lengths:
             raise ValueError("no training examples")
         self.lengths, self.batch_size, self.seed = list(lengths), batch_size, seed
