@@ -6,18 +6,24 @@ ones, the trainer's own pieces — `load_task`, `build_model`, `build_optimizer`
 the length-bucketed `BatchStream`, `next_micro_batches` and `train_step` of train/loop.py — run
 steps and report:
 
-- peak: torch.mm GFLOP/s on 2048² float32 matrices at this thread count, and on the step's own
-  GEMM shapes (each shape timed alone: what its GEMMs could reach if nothing else ran);
-- tokens/s: target tokens (the trainer's count) and computed positions (padding included);
+- peak: the best torch.mm float32 GFLOP/s over square sizes 256–2048 at this thread count (MKL on
+  an AMD CPU falls to a third of its speed from 1024 up, so one large size would understate it),
+  and on the step's own GEMM shapes (each timed alone: what its GEMMs could reach if nothing else ran);
+- tokens/s: target tokens (the trainer's count) and computed positions (padding included), the
+  median of `--repeats` chunks;
 - MFU: the step's matrix-product FLOPs (x·W GEMMs and attention's two batched products, forward
-  and backward, counted from the profiled shapes) per second over the 2048² peak; beside it the
-  textbook 6 · parameters · target tokens/s over the same peak;
+  and backward, counted from the profiled shapes) per second over that peak; also the x·W GEMMs
+  alone, and the textbook 6 · parameters · target tokens/s;
 - where the step's time goes: torch.profiler self CPU time grouped by operator, the rest of the
   wall time (Python, autograd's bookkeeping, dispatch) as "outside operators";
 - padding: the share of computed positions that are padding over one epoch of the trainer's
-  batches, beside a whole-epoch length sort (the least any batching of these examples can pad);
+  batches, of pools sorted by the longer side only (the trainer before), and of a whole-epoch length
+  sort (the least any batching of these examples can pad); and the tokens/s of the two batchings;
 - bf16: the same steps from the same seed under autocast, tokens/s and the mean loss of the last
   steps against float32's.
+
+Every before/after ratio is an A/B in one process: the two arms' chunks interleaved (`interleaved`),
+because another process on the machine's other core changes this one's speed by up to 2×.
 
 Measure pinned to one core with one thread (the trainer's small-model setting when another job
 shares the machine):
@@ -25,7 +31,8 @@ shares the machine):
     taskset -c 0 env PYTHONPATH=src .venv/bin/python bench/train_step.py --data DIR --threads 1
 
 DIR holds bench/real/prepare.py's files (pinyin-train.tsv, g2p-train.tsv, kana-train.tsv,
-en-train.txt). Writes --out (JSON) and prints a Markdown table.
+en-train.txt). Writes --out (JSON) and prints a Markdown table; `--table JSON` prints an earlier
+run's table again. ~13 min on one core.
 """
 
 from __future__ import annotations
