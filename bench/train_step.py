@@ -79,7 +79,9 @@ def setup(name: str, data_dir: Path, minutes: float, threads: int, width: dict |
     task, file = DATASETS[name]
     cfg = TrainConfig(task=task, data=str(data_dir / file), out="/tmp/unused", max_minutes=minutes,
                       recipe="auto", schedule="wsd", quiet=True)
-    r = choose(task, raw_splits(cfg), minutes)
+    # the recipe's pre-probe constant for its dropout rule: a start-up probe here would make the rows'
+    # models depend on the machine's load at that second
+    r = choose(task, raw_splits(cfg), minutes, tokens_per_minute=400_000)
     cfg = cfg.replace(**{**r.train, "threads": threads, "bf16": False})  # float32; bf16 is its own arm
     overrides = {**r.model, **(width or {})}
     data = load_task(cfg)

@@ -27,7 +27,7 @@ def test_per_token_majority_matches_a_count_by_hand():
     assert (m.src_kind, m.tgt_kind, m.share) == ("char", "word", 1.0)
     assert m.reading == {"a": "x", "b": "y", "c": "w"}
     raw = {"train": PAIRS, "valid": [("ba", "y x"), ("cc", "w w")], "test": [("ba", "y z"), ("bc", "y w"), ("d", "q")]}
-    b = baselines.per_token_majority(raw)
+    b = baselines.transduction(raw)
     # per token: ba → "y x" right, cc → "w w" right: valid 2/2; lookup gives ba → "y z" (memorised): 1/2
     assert b["variant"] == "per_token" and b["valid"]["exact_match"] == 1.0
     # test: ba → "y x" wrong, bc → "y w" right, d → "d" (copied) wrong: 1/3; WER: 1 + 0 + 1 edits / 5 words
@@ -38,10 +38,27 @@ def test_per_token_majority_matches_a_count_by_hand():
 def test_unaligned_pairs_memorise_and_fall_back_to_the_majority_output():
     pairs = [("cat", "K AE"), ("cat", "K AE"), ("dog", "D AO"), ("a", "AH")]  # 1 pair in 4 of equal length
     raw = {"train": pairs, "valid": [("cat", "K AE"), ("zzz", "Z")], "test": [("dog", "D AO"), ("q", "K AE")]}
-    b = baselines.per_token_majority(raw)
+    b = baselines.transduction(raw)
     assert b["variant"] == "lookup" and b["valid"]["exact_match"] == 0.5
     assert b["segmentation"]["equal_length_share"] == 0.25
     assert b["test"]["exact_match"] == 1.0  # dog memorised; q unseen → the most frequent output "K AE"
+
+
+def test_longest_match_is_chosen_where_the_majority_variants_score_zero():
+    # kana → romaji: each training pair is one word on both sides, so "per token" is whole-word
+    # memorisation and an unseen word is copied; only cutting it into known pieces can be right
+    train = [("かな", "kana"), ("か", "ka"), ("な", "na"), ("に", "ni"), ("かに", "kani")]
+    raw = {"train": train, "valid": [("なか", "naka"), ("にな", "nina"), ("かな", "kana")],
+           "test": [("なに", "nani"), ("かかな", "kakana"), ("ぬ", "nu")]}
+    b = baselines.transduction(raw)
+    # per token and memorisation: なか, にな copied (wrong), かな right: 1/3; longest match 3/3
+    assert b["variants"]["per_token"]["valid"]["exact_match"] == pytest.approx(1 / 3)
+    assert b["variants"]["lookup"]["valid"]["exact_match"] == pytest.approx(1 / 3)
+    assert b["variant"] == "longest_match" and b["valid"]["exact_match"] == 1.0
+    # test: なに = な + に right; かかな = か + かな right; ぬ copied wrong
+    assert b["test"]["exact_match"] == pytest.approx(2 / 3)
+    assert "longest" in b["description"]
+    assert baselines.LongestMatch([("ab", "x y"), ("c", "z")])("abcab") == "x y z x y"  # joined by a space
 
 
 def _loop_probability(train: str, history: str, c: str, alphabet: list[str], n: int, kn: bool) -> float:

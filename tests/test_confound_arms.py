@@ -77,3 +77,18 @@ def test_ffn_capacity_parameter_counts_match_the_shapes_and_the_matched_arms_mat
     for arm in (fc.DEEP, fc.WIDE):
         assert abs(hand[arm] / hand[fc.FFN4] - 1) <= 0.05, (arm, hand[arm], hand[fc.FFN4])
     assert hand["no FFN"] < 0.5 * hand[fc.FFN4]  # what the unmatched comparison left open
+
+
+def test_the_facts_table_holds_distinct_three_symbol_keys_read_at_their_last_symbol():
+    from glassformer.experiments.runner import IGNORE
+    from glassformer.experiments.synthetic import FIRST_SYMBOL
+
+    task = fc.FactsTask(5000, seed=3, n_symbols=64, key_len=3)
+    ids, targets = task.table()
+    assert ids.shape == (5000, 3) and targets.shape == (5000, 3)
+    keys = {tuple(r) for r in (ids - FIRST_SYMBOL).tolist()}
+    assert len(keys) == 5000 and all(0 <= x < 64 for k in keys for x in k)  # distinct, in range
+    assert (targets[:, :2] == IGNORE).all() and ((targets[:, 2] >= FIRST_SYMBOL) & (targets[:, 2] < FIRST_SYMBOL + 64)).all()
+    assert len({k[0] for k in keys}) == 64  # every symbol in the first place: the keys are not 2-symbol ones padded
+    with pytest.raises(ValueError, match="need more than the 4096 distinct keys"):
+        fc.FactsTask(5000, seed=0, key_len=2).table()

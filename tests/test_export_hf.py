@@ -199,7 +199,7 @@ def _recipe_config(task: str, recipe: str) -> ModelConfig:
         raw = {"train": pairs, "valid": pairs[:1], "test": pairs[:1]}
     fields = {}
     if recipe == "auto":
-        fields = choose(task, raw, max_minutes=5).model
+        fields = choose(task, raw, max_minutes=5, tokens_per_minute=400_000).model
     return default_model_config(data, **{**fields, **small})
 
 

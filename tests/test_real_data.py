@@ -67,21 +67,21 @@ def test_tokenizer_choice_follows_the_script_and_vocabulary():
 
 def test_a_small_character_lm_gets_more_smaller_steps():
     lines = [ln for d in load_corpus("fortunes-en")[:3000] for ln in d.splitlines() if ln.strip()]
-    lm = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 30, None)
+    lm = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 30, None, tokens_per_minute=400_000)
     assert lm.train["batch_size"] == 16 and lm.train["warmup"] == 100 and lm.train["lr"] == 2e-3
     g2p = cmudict_pairs()[:5000]
-    tsv = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None)
+    tsv = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None, tokens_per_minute=400_000)
     assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
 
 
 def test_dropout_only_when_the_budget_allows_many_passes():
     g2p = cmudict_pairs()  # ~1.5M tokens: 30 minutes is a few passes
-    few = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None)
+    few = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None, tokens_per_minute=400_000)
     assert few.model["dropout"] == 0.0 and any("no dropout" in r for r in few.reasons)
     small = g2p[:5000]  # ~70k tokens: 30 minutes is over a hundred passes
-    many = choose("tsv", {"train": small, "valid": small[:10], "test": small[:10]}, 30, None)
+    many = choose("tsv", {"train": small, "valid": small[:10], "test": small[:10]}, 30, None, tokens_per_minute=400_000)
     assert many.model["dropout"] == 0.1
-    unlimited = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, None, None)
+    unlimited = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, None, None, tokens_per_minute=400_000)
     assert unlimited.model["dropout"] == 0.1  # trained to convergence: dropout as in the paper
 
 
@@ -103,7 +103,8 @@ def test_bf16_where_the_cpu_has_it_and_only_on_cpu():
     assert choose_bf16(native=False)[0] is False and "no native bf16" in choose_bf16(native=False)[1]
     g2p = cmudict_pairs()[:2000]
     raw = {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}
-    cpu, gpu = choose("tsv", raw, 30, None), choose("tsv", raw, 30, None, device="cuda")
+    cpu = choose("tsv", raw, 30, None, tokens_per_minute=400_000)
+    gpu = choose("tsv", raw, 30, None, tokens_per_minute=400_000, device="cuda")
     assert cpu.train["bf16"] == choose_bf16()[0] and any("bf16" in r or "float32" in r for r in cpu.reasons)
     assert "bf16" not in gpu.train
 
@@ -308,3 +309,43 @@ def test_generate_and_eval_share_the_unknown_policy(tmp_path, monkeypatch, capsy
     code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "lm"), "--data", str(held),
                          "--strict")
     assert code == 2 and err.count("\n") == 1
+
+
+def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatch):
+    """Issue 32 §4: tokens a minute measured here (a few seconds of training steps of the chosen
+    model), not a constant from another machine; the dropout rule follows the measurement."""
+    from glassformer.train import recipe
+
+    g2p = cmudict_pairs()[:3000]
+    raw = {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}
+    tokens = sum(len(s) + len(t.split()) for s, t in g2p)
+    seen = []
+
+    def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS):
+        seen.append((fields["d_model"], lm, lengths, batch))
+        return rate
+    monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
+    rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
+    fast = choose("tsv", raw, 10, None)
+    assert fast.model["dropout"] == 0.1 and fast.passes == pytest.approx(10 * 1e9 / tokens, rel=0.05)
+    rate = 1e4  # a slow one: under one pass -> no dropout, and the block says what was measured
+    slow = choose("tsv", raw, 10, None)
+    assert slow.model["dropout"] == 0.0 and "10,000 tokens a minute measured" in " ".join(slow.reasons)
+    # the probe ran the chosen model at the data's lengths: characters in, phonemes out, + <eos>/<bos>
+    src = sum(len(s) for s, _ in g2p[:2000]) / 2000
+    assert seen[0][:2] == (slow.model["d_model"], False) and seen[0][2][0] == round(src) + 1
+    assert choose("tsv", raw, None, None).passes is None and len(seen) == 2  # no budget: nothing to measure
+
+
+def test_the_probe_measures_without_touching_the_runs_threads_or_seed():
+    from glassformer.train.recipe import measure_tokens_per_minute
+
+    torch.manual_seed(123)
+    expected = torch.rand(3)
+    torch.manual_seed(123)
+    threads = torch.get_num_threads()
+    rate = measure_tokens_per_minute(dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0), False, (6, 5), 8,
+                                     1, seconds=0.2)
+    assert math.isfinite(rate) and rate > 0
+    assert torch.get_num_threads() == threads
+    assert torch.equal(torch.rand(3), expected)  # the global generator where it was

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import re
 import shutil
+import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -175,7 +176,7 @@ def _in_process(cmd: list[str], log: Path, env: dict | None = None) -> None:
                 mp.undo()
         else:
             assert Path(cmd[1]).name == "plain_torch.py"
-            _load("plain_torch").main(cmd[2], cmd[3], cmd[4], [float(m) for m in cmd[5].split(",")])
+            _load("plain_torch").cli(cmd[2:])  # through its argument parser, as the script runs
 
 
 def test_the_longest_match_baseline_by_hand():
@@ -228,3 +229,22 @@ def test_the_curve_script_runs_end_to_end(built, tmp_path, monkeypatch):
     again = curves.main(argv)
     assert json.loads(json.dumps(again)) == saved
     assert {p: p.stat().st_mtime_ns for p in (out / "ours").glob("*-test.json")} == stamp
+
+
+@pytest.mark.parametrize("script, argv, says", [
+    ("prepare.py", ["--help"], "usage: prepare.py"),  # a flag is never taken for the output folder
+    ("prepare.py", ["OUT", "klingon"], "unknown dataset 'klingon'; choose from g2p"),
+    ("plain_torch.py", ["kana", "DATA", "o.jsonl", "ten"], "'ten' is not minutes such as 10 or 2,5,10"),
+    ("plain_torch.py", ["kana", "DATA", "o.jsonl", "0,5"], "every mark must be a positive number"),
+    ("plain_torch.py", ["kana", "nowhere", "o.jsonl", "5"], "'nowhere' is not a folder"),
+    ("simple.py", ["nowhere", "o.json"], "'nowhere' is not a folder"),
+    ("report.py", ["nowhere"], "'nowhere' is not a folder"),
+])
+def test_the_bench_scripts_refuse_bad_arguments_in_one_line(script, argv, says, tmp_path):
+    argv = [str(tmp_path) if a == "DATA" else str(tmp_path / a) if a == "OUT" else a for a in argv]
+    r = subprocess.run([sys.executable, str(REAL / script), *argv], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120)
+    out = r.stdout + r.stderr
+    assert says in out and "Traceback" not in out
+    assert r.returncode == (0 if argv == ["--help"] else 2)
+    assert list(tmp_path.iterdir()) == []  # nothing written: no folder named after a flag

@@ -135,7 +135,7 @@ def baselines_of(name: str, train_file: Path, test_file: Path) -> dict[str, dict
     n_valid = min(n_valid, VALID_MAX_PAIRS)
     pairs, test_pairs = _pairs(train), _pairs(test)
     raw = {"train": pairs[:-n_valid], "valid": pairs[-n_valid:], "test": test_pairs}
-    b = baselines.per_token_majority(raw)
+    b = baselines.transduction(raw, variants=("per_token", "lookup"))
     out["majority"] = {"value": b["test"]["exact_match"], "description": b["description"],
                        "wer": b["test"].get("wer"), "valid": b["valid"]["exact_match"]}
     chars = prepare.CHAR_READINGS[name]() if name in prepare.CHAR_READINGS else {}
@@ -156,33 +156,12 @@ def baselines_of(name: str, train_file: Path, test_file: Path) -> dict[str, dict
 
 def longest_match(train: list[tuple[str, str]], test: list[tuple[str, str]], chars: dict[str, str] | None = None,
                   longest: int = 16) -> dict:
-    """The dictionary baseline: a test source cut left to right into the longest pieces that are
-    training sources (東京銀行 -> 東京 + 銀行, butterfly -> butter + fly), their (first) training
-    targets joined with a space where most targets have one, else directly; a character that starts
-    no training source gets its reading in `chars` (a package's character dictionary: the first
-    dictionary reading), else is copied. Scored as the model is (evaluate.score_outputs)."""
+    """train/baselines.py's longest match with the package's character dictionary `chars` (the
+    first dictionary reading of a character no training source starts), scored as the model is."""
+    from glassformer.train.baselines import LongestMatch
     from glassformer.train.evaluate import score_outputs
 
-    table: dict[str, str] = {}
-    for src, tgt in train:
-        table.setdefault(src, tgt)
-    for c, reading in (chars or {}).items():
-        table.setdefault(c, reading)
-    sep = " " if sum(" " in t for _, t in train) * 2 >= len(train) else ""
-
-    def guess(src: str) -> str:
-        pieces, i = [], 0
-        while i < len(src):
-            for j in range(min(len(src), i + longest), i, -1):
-                if src[i:j] in table:
-                    pieces.append(table[src[i:j]])
-                    i = j
-                    break
-            else:
-                pieces.append(src[i])
-                i += 1
-        return sep.join(pieces)
-
+    guess = LongestMatch(train, chars, longest)
     return score_outputs(test, {s: guess(s) for s, _ in test})
 
 

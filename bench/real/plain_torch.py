@@ -30,7 +30,6 @@ import json
 import math
 import os
 import random
-import sys
 import time
 from pathlib import Path
 
@@ -282,5 +281,29 @@ def main(task: str, data: str, out: str, marks: list[float]) -> None:
         g2p(Path(data), log, marks, task)
 
 
+def _marks(text: str) -> list[float]:
+    import argparse
+    try:
+        marks = [float(m) for m in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not minutes such as 10 or 2,5,10") from None
+    if not marks or any(not m > 0 for m in marks):
+        raise argparse.ArgumentTypeError(f"{text!r}: every mark must be a positive number of minutes")
+    return sorted(marks)
+
+
+def cli(argv: list[str] | None = None) -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description="A plain-PyTorch baseline of the real-data benchmark.")
+    ap.add_argument("task", help="a dataset name: g2p, pinyin, kana, ... or lm-X")
+    ap.add_argument("data", help="the folder bench/real/prepare.py wrote")
+    ap.add_argument("out", help="the JSON-lines file to write")
+    ap.add_argument("minutes", type=_marks, help="minutes of training, or marks such as 2,5,10")
+    args = ap.parse_args(argv)
+    if not Path(args.data).is_dir():
+        ap.error(f"{args.data!r} is not a folder; run bench/real/prepare.py DATA first")
+    main(args.task, args.data, args.out, args.minutes)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], sys.argv[3], [float(m) for m in sys.argv[4].split(",")])
+    cli()

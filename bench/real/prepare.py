@@ -43,7 +43,6 @@ import gzip
 import json
 import random
 import re
-import sys
 from pathlib import Path
 
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs, split_documents
@@ -272,5 +271,17 @@ def main(out: str, names: list[str]) -> None:
             print(f"{name}: {f}: {n:,} lines, {f.stat().st_size:,} bytes")
 
 
+def cli(argv: list[str] | None = None) -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description="Write the real-data benchmark's files from packaged data.")
+    ap.add_argument("out", nargs="?", default="runs/real/data", help="the folder to write (default runs/real/data)")
+    ap.add_argument("names", nargs="*", help=f"datasets to write (default every one: {', '.join(NAMES)})")
+    args = ap.parse_args(argv)
+    unknown = [n for n in args.names if n not in NAMES]
+    if unknown:
+        ap.error(f"unknown dataset {unknown[0]!r}; choose from {', '.join(NAMES)}")
+    main(args.out, args.names)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "runs/real/data", sys.argv[2:])
+    cli()

@@ -10,7 +10,6 @@ Markdown table of the test numbers.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import matplotlib
@@ -91,4 +90,11 @@ def main(root: str, figures: str = "docs/figures") -> None:
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    import argparse
+    ap = argparse.ArgumentParser(description="Learning curves and the results table of the real-data benchmark.")
+    ap.add_argument("root", help="the folder bench/real/run.sh wrote")
+    ap.add_argument("figures", nargs="?", default="docs/figures", help="where the figures go (default docs/figures)")
+    args = ap.parse_args()
+    if not Path(args.root).is_dir():
+        ap.error(f"{args.root!r} is not a folder")
+    main(args.root, args.figures)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -105,4 +104,11 @@ def main(data: str, out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    import argparse
+    ap = argparse.ArgumentParser(description="The simple baselines of the real-data benchmark.")
+    ap.add_argument("data", help="the folder bench/real/prepare.py wrote")
+    ap.add_argument("out", help="the JSON file to write")
+    args = ap.parse_args()
+    if not Path(args.data).is_dir():
+        ap.error(f"{args.data!r} is not a folder; run bench/real/prepare.py DATA first")
+    main(args.data, args.out)

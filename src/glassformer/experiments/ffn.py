@@ -13,7 +13,7 @@ from torch import nn
 
 from dataclasses import replace
 
-from .base import Context, Outcome, best_lr, run_tagging, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, tiny_config
 from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec, set_seed
 from .synthetic import TaggingTask
@@ -75,7 +75,7 @@ def run(ctx: Context) -> Outcome:
     ]
     setup = (f"Decoder-only model, 1 layer, d_model {D_MODEL}, 4 heads, task `modsum(1, 2)` "
              f"(y_t = (x[t−1] + x[t−2]) mod 5, chance {task.chance:.2f}), {spec.steps} steps, batch "
-             f"{spec.batch_size}, peak lr per arm from a sweep over (3e-4, 1e-3, 3e-3): {lrs}. One layer, so nothing after the attention "
+             f"{spec.batch_size}, {SWEEP_WORDS}: {lrs}. One layer, so nothing after the attention "
              "but the FFN and the output projection can combine the two gathered tokens.")
     notes = ("Attention, LayerNorm and the softmax are themselves non-linear, so 'no FFN' is not a "
              "linear model; the first check measures how much the FFN adds on top of them. "

@@ -8,7 +8,7 @@ One layer, d_model fixed at 64, h = 1, 2, 4, 8, 16 (d_k = 64 / h, down to 4).
 
 from __future__ import annotations
 
-from .base import Context, Outcome, best_lr, run_tagging, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, tiny_config
 from dataclasses import replace
 from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
@@ -53,6 +53,5 @@ def run(ctx: Context) -> Outcome:
     ]
     setup = (f"Decoder-only model, 1 layer, d_model 64, d_ff 256, h in {list(HEADS)} with d_k = 64/h "
              f"(same parameter count), task `pair(2, 5)` (8 symbols, 64 classes, chance "
-             f"{task.chance:.3f}), {spec.steps} steps, batch {spec.batch_size}, peak lr per arm from a sweep "
-             f"over (3e-4, 1e-3, 3e-3) on a separate seed: {lrs}.")
+             f"{task.chance:.3f}), {spec.steps} steps, batch {spec.batch_size}, {SWEEP_WORDS}: {lrs}.")
     return Outcome(variants, checks, setup, plots=[("heads_loss.png", "Training loss per number of heads")])

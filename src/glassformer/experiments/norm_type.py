@@ -12,7 +12,7 @@ import math
 
 from dataclasses import replace
 
-from .base import Context, Outcome, best_lr, run_tagging, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, tiny_config
 from .report import line_plot, mean_curve, smooth
 from .runner import TrainSpec, evaluate_tagging
 from .synthetic import TaggingTask
@@ -93,7 +93,7 @@ def run(ctx: Context) -> Outcome:
     ]
     setup = (f"Decoder-only models, Pre-LN placement (so that the comparison is of the norm, not of Post-LN's sensitivity to the learning rate measured by `norm-placement`), 2 layers, d_model 64, 4 heads, task `pair(2, 5)` on "
              f"padded rows of 6–16 Zipfian tokens (p ∝ 1/rank), {3 * steps} steps at batch 2 and {steps} at batch 32, "
-             f"peak lr per arm from a sweep over (3e-4, 1e-3, 3e-3): {lrs}. "
+             f"{SWEEP_WORDS}: {lrs}. "
              "Test batches have the training batch size (so train-mode BatchNorm sees the same "
              "number of tokens it was trained with).")
     notes = ("Batch 2 sees about 5× fewer examples than batch 32, so compare norms "

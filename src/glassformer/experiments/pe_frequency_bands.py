@@ -38,7 +38,7 @@ from torch import nn
 from ..nn import EncoderModel
 from ..nn.model import OutputHead
 from ..nn.positional import SinusoidalPE
-from .base import LR_GRID, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
 from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
@@ -179,7 +179,7 @@ def run(ctx: Context) -> Outcome:
              f"≈ 0.34; knowing the absolute position but not n caps accuracy at "
              f"{absolute_only_bound(N_MIN, N_MAX, 3):.3f}), "
              f"{tasks['where(3)'][1].steps} steps; batch {train_spec.batch_size}, warmup {train_spec.warmup}, "
-             f"peak rate per arm from the sweep {LR_GRID} on a separate seed: {lrs}. Metric: token "
+             f"{SWEEP_WORDS}: {lrs}. Metric: token "
              f"accuracy on "
              f"{ctx.pick(1, 4)} × {ctx.pick(16, 64)} held-out rows. δ = {DELTA} accuracy, pre-registered; a "
              f"check whose losing arm already reaches {CEILING} is not tested (the task cannot separate them).")

@@ -20,6 +20,7 @@ import torch
 
 FIRST_CHAR = 3  # ids 0, 1, 2: pad, bos, eos (runner.PAD, BOS, EOS)
 CORPUS = "fortunes-en"
+TUNE = 0.05  # the end of the training split kept for the learning-rate sweep's validation loss
 
 
 @lru_cache(maxsize=2)
@@ -56,11 +57,25 @@ class CharTextTask:
         rows = torch.stack([stream[s:s + length + 1] for s in starts.tolist()])  # (batch, seq + 1)
         return rows[:, :-1].contiguous(), rows[:, 1:].contiguous()
 
-    def sampler(self, batch_size: int, seed: int):
-        """next_batch(step): random training windows (the training split only)."""
-        gen = torch.Generator().manual_seed(seed)
+    def _fit_tune(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The training split less its last TUNE share (what the models train on), and that last
+        share: the learning-rate sweep's validation text, held out from training and from the
+        rows' test windows (which come from the valid split)."""
         train = _streams(self.corpus)[1]
-        return lambda step: self._windows(train, batch_size, gen, self.seq_len)
+        cut = int(train.numel() * (1 - TUNE))
+        return train[:cut], train[cut:]
+
+    def sampler(self, batch_size: int, seed: int):
+        """next_batch(step): random training windows (the training split less its tuning tail)."""
+        gen = torch.Generator().manual_seed(seed)
+        fit = self._fit_tune()[0]
+        return lambda step: self._windows(fit, batch_size, gen, self.seq_len)
+
+    def sweep_batches(self, n: int, batch_size: int, seed: int) -> list[tuple]:
+        """Fixed windows of the tuning tail, for base.best_lr to choose a rate on."""
+        gen = torch.Generator().manual_seed(seed)
+        tune = self._fit_tune()[1]
+        return [self._windows(tune, batch_size, gen, self.seq_len) for _ in range(n)]
 
     def batches(self, n: int, batch_size: int, seed: int, length: int | None = None) -> list[tuple]:
         """Fixed held-out windows (the valid split), of `length` characters (default: seq_len)."""

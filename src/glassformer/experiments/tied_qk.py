@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..nn import build_model
-from .base import Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
 from .runner import TrainSpec
 from .stats import steps_to
 from .synthetic import TaggingTask
@@ -63,7 +63,7 @@ def run(ctx: Context) -> Outcome:
                     "tied Q = K: accuracy", True, 0.05, main=False, ceiling=0.98)]
     setup = (f"Decoder-only, 1 layer, d_model 64, 4 heads, sinusoidal PE, embed_scale on; task `lag(1)` over "
              f"{task.n_symbols} symbols, rows of {task.min_len}–{task.max_len} tokens (chance {task.chance:.3f}); "
-             f"{spec.steps} steps, batch {spec.batch_size}, peak rate per arm from a sweep (full protocol).")
+             f"{spec.steps} steps, batch {spec.batch_size}, {SWEEP_WORDS} (full protocol).")
     notes = ("A tied Q = K still learns lag(1) to ≈ 99%: on this task separate projections buy speed, not "
              "capability. δ = 20 steps was fixed after a pilot had shown both arms at the accuracy ceiling and "
              "before any step count was measured.")

@@ -71,6 +71,7 @@ class TrainConfig(StrictConfig):
     bf16: bool = False
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: 1 for the built-in tasks, else PyTorch's default
+    threads_auto: bool = False  # threads chosen by --recipe auto: re-checked at each evaluation (threads.py)
     # ---- evaluation and early stopping ----
     eval_every: int = 200
     eval_size: int = 500  # at most this many held-out examples per evaluation
@@ -94,7 +95,7 @@ class TrainConfig(StrictConfig):
         _check(self.monitor is None or self.monitor in MONITORS,
                f"monitor={self.monitor!r} is not one of {', '.join(MONITORS)}")
         _check(isinstance(self.out, str) and self.out.strip() != "", f"out={self.out!r} must be a folder path")
-        for name in ("bf16", "quiet"):
+        for name in ("bf16", "quiet", "threads_auto"):
             _check(isinstance(getattr(self, name), bool), f"{name}={getattr(self, name)!r} must be true or false")
         if self.task in ("tsv", "lm"):
             _check(self.data is not None, f"task={self.task!r} needs a data file: pass --data PATH")

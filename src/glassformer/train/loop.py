@@ -36,6 +36,7 @@ from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
 from .schedule import WSD_DECAY, make_scheduler
 from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
+from .threads import ThreadWatch
 
 DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
 clock = time.monotonic  # the run's clock (a test drives it by hand)
@@ -289,6 +290,9 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     stop_reason = "max_steps"
     progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
     window_tokens, window_start = 0, clock()
+    # threads the recipe chose from the free cores: re-checked at each evaluation (one process only:
+    # under torchrun each worker's threads are the launcher's business)
+    watch = ThreadWatch() if cfg.threads_auto and rt.world == 1 and str(rt.device).startswith("cpu") else None
     with progress, run_folder.GracefulInterrupt() as interrupt:
         while True:
             if interrupt.requested:  # between steps: the state saved below is of whole steps only
@@ -336,6 +340,10 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 progress.note(_eval_line(step, metrics, improved))
                 save("checkpoint", True, metrics)
                 last_saved = step
+                changed = watch.check() if watch is not None else None
+                if changed:
+                    progress.note(changed)
+                    log.write({"step": step, "split": "threads", "threads": torch.get_num_threads(), "why": changed})
                 if cfg.stop_at is not None and metrics.get("exact_match", 0.0) >= cfg.stop_at:
                     stop_reason = "target reached"
                     break

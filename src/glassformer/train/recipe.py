@@ -34,10 +34,10 @@ from typing import Any
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 CLOSED_VOCAB = 2000  # at most this many distinct words: word tokens (a phoneme set, tags)
-# Tokens a d_model-128 model trains on per minute on 2 CPU cores (measured on AVX2: CMUdict
-# 390k source + target tokens a minute, fortunes-en 320k characters on one thread): the
-# passes over the data that a time budget allows, for the dropout rule below.
-TOKENS_PER_MINUTE = 400_000
+# How fast the chosen model trains on this machine, for the passes a time budget allows (the
+# dropout rule below): measured by a probe of this many seconds of training steps (issue 32 §4; a
+# constant of 400k tokens a minute, measured once on an AVX2 machine, stood here before)
+PROBE_SECONDS = 1.5
 DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout
 
 
@@ -48,6 +48,7 @@ class Recipe:
     train: dict[str, Any] = field(default_factory=dict)
     model: dict[str, Any] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
+    passes: float | None = None  # over the training data in the time budget (None: no budget)
 
     def block(self, given: set[str] = frozenset()) -> str:
         """The 'what was chosen and why' lines printed before training."""
@@ -96,8 +97,13 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
 
 
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
-           max_steps: int | None = None, device: str = "cpu") -> Recipe:
-    """The auto recipe for a user's data (task 'tsv' or 'lm'), from its training split."""
+           max_steps: int | None = None, tokens_per_minute: float | None = None,
+           device: str = "cpu") -> Recipe:
+    """The auto recipe for a user's data (task 'tsv' or 'lm'), from its training split.
+
+    With a time budget, the passes over the data it allows come from `tokens_per_minute`, or, where
+    that is None (the CLI), from a few seconds of training steps of the chosen model on this
+    machine at the chosen threads (`measure_tokens_per_minute`)."""
     r = Recipe()
     train = raw["train"]
     lm = task == "lm"
@@ -120,16 +126,30 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     fields, peak, why = model_size(tokens, max_minutes, lm)
     r.model.update(fields, norm_position="pre")
     r.reasons.append(f"model: {why}")
+    threads = None
+    if fields["d_model"] <= 128:
+        threads, why = small_model_threads()
+        r.train.update(threads=threads, threads_auto=True)
+        r.reasons.append(why + "; re-checked at each evaluation (train/threads.py)")
     if max_minutes is not None:
-        epochs = max_minutes * TOKENS_PER_MINUTE / max(tokens, 1)
+        if tokens_per_minute is None:  # measured on this machine, now: a constant is some other machine's
+            lengths = _mean_lengths(train, kinds, lm)
+            tokens_per_minute = measure_tokens_per_minute(fields, lm, lengths, 16 if lm else 64, threads)
+            source = (f"{tokens_per_minute:,.0f} tokens a minute measured in {PROBE_SECONDS:g} s of training steps"
+                      f" of this model here")
+        else:
+            source = f"{tokens_per_minute:,.0f} tokens a minute"
+        epochs = max_minutes * tokens_per_minute / max(tokens, 1)
+        r.passes = epochs
+        passes = f"about {epochs:.0f} pass{'' if round(epochs) == 1 else 'es'}"
         if epochs < DROPOUT_EPOCHS:
             r.model["dropout"] = 0.0
-            r.reasons.append(f"no dropout: {max_minutes:g} min is about {epochs:.0f} passes over the data"
+            r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (< {DROPOUT_EPOCHS}); dropout regularises long runs and slows a short one"
                              f" (measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
                              f" fortunes-en 2.99 vs 2.58 bits/char)")
         else:
-            r.reasons.append(f"dropout 0.1: {max_minutes:g} min is about {epochs:.0f} passes over the data"
+            r.reasons.append(f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (≥ {DROPOUT_EPOCHS}), enough to overfit without it")
     r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
@@ -148,10 +168,6 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         bf16, why = choose_bf16(lm=lm, d_model=fields["d_model"])
         r.train["bf16"] = bf16
         r.reasons.append(why)
-    if fields["d_model"] <= 128:
-        threads, why = small_model_threads()
-        r.train["threads"] = threads
-        r.reasons.append(why)
     r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
                      f" fifth of the budget (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and"
                      f" decay from the start)")
@@ -166,18 +182,12 @@ def busy_cores(cores: int, seconds: float = 0.3) -> float:
     """How many cores other work keeps busy right now: /proc/stat's busy time over `seconds`
     (Linux), else the 1-minute load average, which lags by about a minute (a job that just ended
     still counts)."""
-    def sample() -> tuple[int, int] | None:
-        try:
-            with open("/proc/stat", encoding="ascii") as f:
-                fields = [int(v) for v in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle + iowait
-        return sum(fields[:8]) - idle, sum(fields[:8])
-    first = sample()
+    from .threads import cpu_times
+
+    first = cpu_times()
     if first is not None:
         time.sleep(seconds)
-        second = sample()
+        second = cpu_times()
         if second is not None and second[1] > first[1]:
             return cores * (second[0] - first[0]) / (second[1] - first[1])
     return os.getloadavg()[0] if hasattr(os, "getloadavg") else float(cores)
@@ -223,6 +233,61 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     return True, (f"bf16 autocast (native bf16 on this CPU: {'1.3' if d_model > 128 else '0.99–1.13'}× the tokens/s"
                   f" of float32 at d_model {d_model}, the same loss, measured by bench/train_step.py; --no-bf16"
                   " for float32)")
+
+
+def _mean_lengths(train: list, kinds: tuple[str, str], lm: bool) -> tuple[int, int]:
+    """(source, target) tokens of a typical example (an LM: one training window, as batched)."""
+    if lm:
+        return 0, 128
+    sample = train[:2000]
+    src = sum(_approx_tokens(s, kinds[0]) for s, _ in sample) / max(len(sample), 1)
+    tgt = sum(_approx_tokens(t, kinds[1]) for _, t in sample) / max(len(sample), 1)
+    return max(1, round(src)) + 1, max(1, round(tgt)) + 1  # + <eos> / <bos>
+
+
+def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[int, int], batch: int,
+                              threads: int | None, seconds: float = PROBE_SECONDS) -> float:
+    """Source + target tokens a minute that the model of `fields` trains on here: forward, backward
+    and a fused AdamW step on random batches of the data's typical lengths (`lengths`), after one
+    step that is not timed. No padding, so an upper bound on what the bucketed batches give."""
+    import torch
+
+    from ..config import ModelConfig
+    from ..nn import build_model
+
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        vocab = 256  # the output layer's share of a small model's step; the data's own size is not known yet
+        src_len, tgt_len = lengths
+        keep = ("d_model", "n_heads", "n_layers", "d_ff", "dropout")
+        cfg = ModelConfig(arch="decoder" if lm else "encoder-decoder", vocab_size=vocab, pad_id=0, bos_id=1,
+                          eos_id=2, norm_position="pre", max_len=max(src_len, tgt_len) + 2,
+                          **{k: v for k, v in fields.items() if k in keep})
+        with torch.random.fork_rng():  # the run's own seeding is untouched
+            torch.manual_seed(0)
+            model = build_model(cfg).train()
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
+            ids = lambda n: torch.randint(3, vocab, (batch, n))  # noqa: E731
+
+            def step() -> None:
+                opt.zero_grad(set_to_none=True)
+                if lm:
+                    loss = model(ids(tgt_len), targets=ids(tgt_len), reduction="sum")
+                else:
+                    loss = model(ids(src_len), ids(tgt_len), targets=ids(tgt_len), reduction="sum")
+                loss.backward()
+                opt.step()
+            step()
+            steps, start = 0, time.perf_counter()
+            while steps < 2 or (time.perf_counter() - start < seconds and steps < 50):
+                step()
+                steps += 1
+            elapsed = time.perf_counter() - start
+    finally:
+        torch.set_num_threads(before)
+    return 60.0 * steps * batch * (src_len + tgt_len) / elapsed
 
 
 def _approx_tokens(text: str, kind: str) -> int:
