@@ -15,7 +15,7 @@ import torch
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs
 from glassformer.train.error_rates import (bits_per_character, char_error_rate, closest_references, edit_distance,
                                            references_by_source, sequence_error_rate, token_error_rate)
-from glassformer.train.recipe import busy_cores, choose, choose_tokenizer, small_model_threads
+from glassformer.train.recipe import busy_cores, choose, choose_bf16, choose_tokenizer, small_model_threads
 
 from cli_helpers import run, train_once
 
@@ -92,6 +92,21 @@ def test_threads_follow_the_free_cores():
     assert small_model_threads(2, 9.0)[0] == 1 and "9.0 busy" in small_model_threads(2, 9.0)[1]
     assert small_model_threads(1, 0.0)[0] == 1
     assert small_model_threads(64, 3.0)[0] == 2  # more than 2 was not measured for matrices this small
+
+
+def test_bf16_where_the_cpu_has_it_and_only_on_cpu():
+    """bf16 autocast from the CPU's native bf16 (measured faster there, the same loss: bench/train_step.py);
+    emulated bf16 is slower, and a GPU run was not measured, so both keep float32."""
+    assert choose_bf16(native=True)[0] is True and "--no-bf16" in choose_bf16(native=True)[1]
+    assert choose_bf16(native=True, lm=True, d_model=256)[0] is True
+    assert choose_bf16(native=True, lm=True, d_model=128)[0] is False  # measured no faster there
+    assert choose_bf16(native=False)[0] is False and "no native bf16" in choose_bf16(native=False)[1]
+    g2p = cmudict_pairs()[:2000]
+    raw = {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}
+    cpu = choose("tsv", raw, 30, None, tokens_per_minute=400_000)
+    gpu = choose("tsv", raw, 30, None, tokens_per_minute=400_000, device="cuda")
+    assert cpu.train["bf16"] == choose_bf16()[0] and any("bf16" in r or "float32" in r for r in cpu.reasons)
+    assert "bf16" not in gpu.train
 
 
 def test_busy_cores_sees_a_spinning_process():

@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
         label_smoothing: float = typer.Option(0.1, rich_help_panel=T, help="ε_ls (paper: 0.1)"),
         clip_norm: float = typer.Option(1.0, rich_help_panel=T, help="gradient-norm clip (0: off)"),
         weight_decay: float = typer.Option(0.01, rich_help_panel=T, help="AdamW weight decay"),
-        bf16: bool = typer.Option(False, "--bf16", rich_help_panel=T, help="bfloat16 autocast"),
+        bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", rich_help_panel=T,
+                                            help="bfloat16 autocast (default off; auto: by CPU and model)"),
         device: str = typer.Option("cpu", rich_help_panel=T, help="cpu | cuda | cuda:N"),
         threads: Optional[int] = typer.Option(None, rich_help_panel=T,
                                               help="CPU threads (default: 1 for built-in tasks, else PyTorch's)"),
@@ -115,17 +116,17 @@ def register(app: typer.Typer) -> None:
         task = task or "zh-en"
         overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
         chosen = dict(schedule=schedule, lr=lr, warmup=warmup, patience=patience, tokenizer=tokenizer,
-                      vocab_size=vocab_size, threads=threads, batch_size=batch_size)
+                      vocab_size=vocab_size, threads=threads, batch_size=batch_size, bf16=bf16)
         fixed = {k: v for k, v in chosen.items() if v is not None}
         if fixed.get("patience") == 0:
             fixed["patience"] = None  # 0 turns early stopping off
         given = set(fixed)
-        paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper")
+        paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper", bf16=False)
         cfg = TrainConfig(
             task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
             max_minutes=max_minutes, accum_steps=accum_steps, block_size=block_size,
             noam_factor=noam_factor, label_smoothing=label_smoothing, clip_norm=clip_norm or None,
-            weight_decay=weight_decay, bf16=bf16, device=device, eval_every=eval_every,
+            weight_decay=weight_decay, device=device, eval_every=eval_every,
             eval_size=eval_size, stop_at=stop_at, quiet=quiet,
             **{**paper, **fixed})
         if recipe not in ("auto", "paper"):
@@ -134,7 +135,7 @@ def register(app: typer.Typer) -> None:
         if recipe == "auto" and task in ("tsv", "lm") and not resume:
             from ..train.recipe import choose
             from ..train.tasks import raw_splits
-            r = choose(task, raw_splits(cfg), max_minutes, max_steps)
+            r = choose(task, raw_splits(cfg), max_minutes, max_steps, device=cfg.device)
             # threads given on the command line are kept, and not re-checked either
             cfg = cfg.replace(**{k: v for k, v in r.train.items()
                                  if k not in given and not (k == "threads_auto" and "threads" in given)})
@@ -145,7 +146,7 @@ def register(app: typer.Typer) -> None:
         if resume and overrides:
             given = ", ".join("--" + flag.replace("_", "-") for flag in MODEL_FLAGS if values[flag] is not None)
             typer.echo(f"note: --resume keeps the run's own model; ignoring {given}", err=True)
-        if bf16 and cfg.device.startswith("cpu"):
+        if cfg.bf16 and cfg.device.startswith("cpu"):
             from ..nn.routes import onednn_bf16
             if not onednn_bf16():  # issue 11: say so once; autocast still runs, never a crash
                 typer.echo("note: this CPU has no native bf16 (AVX512_BF16 or AMX); --bf16 runs emulated"

@@ -147,8 +147,9 @@ class MultiHeadAttention(nn.Module):
 
     def _build_fused(self, Ws, bs):
         H, dk = self.n_heads, self.d_k
-        # one cat over the (d_model, H, d_k) views: columns (projection, head, k), no copy per projection
-        W = torch.cat([w.permute(1, 0, 2) for w in Ws], dim=1).view(self.d_model, len(Ws) * H * dk)
+        # one cat over the (d_model, H, d_k) views: columns (projection, head, k), no copy per projection;
+        # reshape, not view: the cat is contiguous here, but torch.compile may lay it out otherwise
+        W = torch.cat([w.permute(1, 0, 2) for w in Ws], dim=1).reshape(self.d_model, len(Ws) * H * dk)
         b = None if bs[0] is None else torch.cat([b.reshape(H * dk) for b in bs])
         return W, b
 

@@ -31,7 +31,7 @@ from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
 from . import distributed, run_end, run_folder
-from .batching import example_length
+from .batching import bucket_key, example_length
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
 from .schedule import WSD_DECAY, make_scheduler
@@ -128,6 +128,27 @@ def forward_backward(model, micro_batches: Sequence[dict], cfg, pad_id: int, dev
         (loss_sum * rt.world / max(n_total, 1)).backward()  # every token weighs the same across micro-batches
         total += float(loss_sum.detach())
     return distributed.all_sum(total, rt) / max(n_total, 1), n_total
+
+
+def next_micro_batches(stream, train_set: Sequence[tuple], model_config: ModelConfig, cfg) -> list[dict]:
+    """The next optimiser step's `accum_steps` padded micro-batches, in the stream's order."""
+    return [collate([train_set[i] for i in stream.next()], model_config) for _ in range(cfg.accum_steps)]
+
+
+def train_step(train_model, model, optimizer, micro_batches: Sequence[dict], cfg, pad_id: int,
+               rt: Runtime) -> tuple[float, int]:
+    """One optimiser step: gradients of `micro_batches`, clipped, then AdamW; (loss, tokens).
+
+    A non-finite loss leaves the weights as they were (the caller stops the run). The schedule
+    is stepped by the caller, which owns the run's clock. bench/train_step.py times this function.
+    """
+    optimizer.zero_grad(set_to_none=True)
+    loss, n_tok = forward_backward(train_model, micro_batches, cfg, pad_id, rt.device, rt)
+    if math.isfinite(loss):
+        if cfg.clip_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
+        optimizer.step()
+    return loss, n_tok
 
 
 def _score(metrics: dict, monitor: str) -> tuple:
@@ -230,7 +251,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     lengths = [example_length(e) for e in train_set]
     check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)",
                     "pass a larger --max-len, or drop the long examples")
-    stream = distributed.make_stream(lengths, cfg.batch_size, cfg.seed, rt)
+    stream = distributed.make_stream([bucket_key(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
     step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
     if state is not None:
         model.load_state_dict(saved.model.state_dict())
@@ -286,15 +307,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             if cfg.max_minutes is not None and elapsed >= cfg.max_minutes * 60:
                 stop_reason = "max_minutes"
                 break
-            micro = [collate([train_set[i] for i in stream.next()], model_config) for _ in range(cfg.accum_steps)]
             lr = scheduler.get_last_lr()[0]
-            optimizer.zero_grad(set_to_none=True)
-            loss, n_tok = forward_backward(train_model, micro, cfg, model_config.pad_id, rt.device, rt)
+            micro = next_micro_batches(stream, train_set, model_config, cfg)
+            loss, n_tok = train_step(train_model, model, optimizer, micro, cfg, model_config.pad_id, rt)
             if not math.isfinite(loss):
                 raise TrainingDiverged(_diverged_message(loss, step + 1, run_dir, last_saved))
-            if cfg.clip_norm is not None:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.clip_norm)
-            optimizer.step()
             step += 1
             budget["spent"] = max(step / max_steps if max_steps else 0.0,  # the next update's rate sees it
                                   elapsed / (cfg.max_minutes * 60) if cfg.max_minutes else 0.0)
