@@ -1,11 +1,17 @@
 """Re-decide the last full run of docs/claims.md under the decision layer of issue 28, without retraining.
 
-Usage: python scripts/claims_redecide.py [DIR...] — reads docs/claims_issue12.md (the page of the last full
+Usage: python scripts/claims_redecide.py [--base docs/claims.json] [DIR...] — reads docs/claims_issue12.md (the page of the last full
 `make claims` run: 2.11 h from an empty cache, every row's per-seed values in its tables) and writes
 docs/claims.json and docs/claims.md (`claims_doc.build` and `render`, the same functions as
 `make claims`). Each DIR is the --out folder of a `glassformer ablate ID` run of a row the old
 page does not have (the rows issue 28 adds) or of an old row re-measured under its redesign (it replaces the
 old page's row); its results.json rows are taken as measured.
+
+With --base FILE the rows come from a published docs/claims.json instead (`claims_doc.rows_from_doc`:
+per-seed values, gates and δ as decided then), so that rows re-measured since replace theirs and every
+other row stays as published; the closing table's "before" is still docs/claims_issue12.md. This is how
+the rows kept in docs/claims/measured/ (issue 28 §2's learning-rate sweep) reach the page one by one
+while the full rerun is pending.
 
 What is taken from the old page and what is not:
 - per-seed values exactly as printed (4 significant digits: the intervals move in the 4th digit);
@@ -27,7 +33,8 @@ import sys
 from pathlib import Path
 
 from glassformer.experiments import EXPERIMENTS
-from glassformer.experiments.claims_doc import build, render
+from glassformer.experiments.base import SWEEP_WORDS
+from glassformer.experiments.claims_doc import build, render, rows_from_doc
 from glassformer.experiments.ngram import gate_text, text_baselines
 from glassformer.experiments.report import atomic_text
 from glassformer.experiments.stats import interval
@@ -200,13 +207,40 @@ def closing(doc: dict, before: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+SINCE = "\n\nSince then, re-measured under issue 28 §2's learning-rate sweep"
+
+
+def swept_status(base_status: str, rows: list[dict]) -> str:
+    """The base page's status paragraph up to its own "Since then" part, and that part anew: every row
+    whose setup says the §2 sweep, with its wall time, and what the other rows still used."""
+    head = base_status.split(SINCE)[0]
+    swept = [r for r in rows if SWEEP_WORDS in r["setup"]]
+    if not swept:
+        return head
+    return (head + SINCE + " (" + SWEEP_WORDS + "), one `glassformer ablate ID --out DIR` each from an empty cache, "
+            "one thread, while other jobs shared this 2-core machine (wall seconds), replacing the rows above: "
+            + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in swept)
+            + ". Their folders are docs/claims/measured/ROW/. Every other row that sweeps a rate was measured under "
+            "the earlier sweep (3 rates, 1 seed, chosen on training loss: it chose its top rate, 3e-3, for nearly "
+            "every arm) and waits for the full rerun (`make claims`).")
+
+
 def main() -> None:
+    args = sys.argv[1:]
+    base = None
+    if args[:1] == ["--base"]:
+        if len(args) < 2:
+            raise SystemExit("--base needs a file: the docs/claims.json to start from")
+        base, args = json.loads(Path(args[1]).read_text(encoding="utf-8")), args[2:]
     text = SOURCE.read_text(encoding="utf-8")
     rows, before = parse(text)
-    minilm_values(rows)
-    finish(rows)
+    if base is None:
+        minilm_values(rows)
+        finish(rows)
+    else:
+        rows = rows_from_doc(base)
     old, added, remeasured = {r["id"] for r in rows}, set(), []
-    for d in map(Path, sys.argv[1:]):
+    for d in map(Path, args):
         for row in json.loads((d / "results.json").read_text(encoding="utf-8")):
             if row["quick"] or row["id"] in added:
                 raise SystemExit(f"{d}: row {row['id']!r} is a --quick run or given twice; "
@@ -243,6 +277,8 @@ def main() -> None:
            + ", ".join(f"`{r}` ({seconds[r]:.0f} s)" for r in new_rows) + "." if new_rows else "")
         + (" Still measured under the old designs, and said so in their gates or notes: " + "; ".join(old_design)
            + "." if old_design else ""))
+    if base is not None:
+        status = swept_status(base["header"]["status"], rows)
     header = {"title": "Do the seeds' claims hold? — `glassformer ablate`", "status": status,
               "intro": f"Load average when this page was written: {os.getloadavg()[0]:.1f}."}
     doc = build(rows, header)

@@ -212,3 +212,40 @@ def test_a_sentence_decided_by_its_negation_reads_the_check_the_other_way_round(
     assert entry["verdict"] == sentence_verdict
     assert entry["decided_by"] == entry["negated"] == [f"{row}: {check}"]
     assert recompute_seed_claims({"checks": checks, "seed_claims": [entry]}) == [sentence_verdict]
+
+
+# ---- a published report taken back into rows, and rows measured since replacing theirs ----
+def test_a_published_doc_gives_back_the_rows_that_build_it():
+    """`rows_from_doc` inverts `build` on the committed file: the same checks, Holm levels, verdicts and
+    page — so rows kept from a published report and rows measured since can be decided together."""
+    from glassformer.experiments.claims_doc import rows_from_doc
+
+    doc = json.loads((DOCS / "claims.json").read_text(encoding="utf-8"))
+    again = json.loads(json.dumps(build(rows_from_doc(doc), doc["header"]), allow_nan=False))
+    assert again == doc
+    assert render(again) == (DOCS / "claims.md").read_text(encoding="utf-8")
+
+
+def test_the_page_holds_the_rows_kept_in_docs_claims_measured():
+    """Each folder of docs/claims/measured/ is a row the page shows as measured there: its arms' per-seed
+    values are the page's, and its checks' entries are the ones the decision layer gives that row (a
+    measured folder added without regenerating the page fails here)."""
+    from glassformer.experiments.claims_doc import rows_from_doc
+
+    doc = json.loads((DOCS / "claims.json").read_text(encoding="utf-8"))
+    folders = sorted(p for p in (DOCS / "claims" / "measured").iterdir() if p.is_dir())
+    assert folders
+    on_page = {r["id"]: r for r in doc["rows"]}
+    for folder in folders:
+        (row,) = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+        page_row = on_page[row["id"]]
+        assert {v["name"]: v["values"] for v in page_row["variants"]} == \
+            {v["name"]: v["values"] for v in row["variants"]}
+        assert [c["check"] for c in doc["checks"] if c["row"] == row["id"]] == [c["claim"] for c in row["checks"]]
+    # the measured rows decided afresh among the rest as published give the page again
+    rows = rows_from_doc(doc)
+    for folder in folders:
+        (row,) = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+        rows = [row if r["id"] == row["id"] else r for r in rows]
+    again = json.loads(json.dumps(build(rows, doc["header"]), allow_nan=False))
+    assert again["checks"] == doc["checks"] and again["seed_claims"] == doc["seed_claims"]

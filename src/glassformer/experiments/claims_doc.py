@@ -37,6 +37,8 @@ def gate_failed(gate: str | None) -> bool:
 def _gate(row: dict, check: dict, a: list, b: list) -> str | None:
     """The check's gate: the first that failed (design, the check's, the row's quality gate, learned
     at training length, the task's ceiling/floor), else the met ones joined, else None."""
+    if check.get("as_decided"):  # a check taken back from a published doc (`rows_from_doc`)
+        return check["gate"]
     found = [design_gate(row["id"], check["claim"]), check.get("gate"), row.get("gate"), learned_gate(row, check)]
     if check.get("kind") != "exact":
         why = precondition(a, b, check["higher_is_better"], check.get("ceiling"), check.get("floor"))
@@ -62,7 +64,10 @@ def build(rows: list[dict], header: dict) -> dict:
             a = _values(by_name[c["better"]]["values"])
             b = None if exact else _values(by_name[c["worse"]]["values"])
             sc = claim_of(row["id"], c["claim"])
-            if exact:
+            if c.get("as_decided"):  # taken back from a published doc: its δ and source as printed
+                hib = c["relation"] == ">=" if exact else c["higher_is_better"]
+                delta, source = c["threshold"] if exact else c["min_effect"], c["delta_source"]
+            elif exact:
                 hib = c["relation"] == ">="
                 delta, source = c["threshold"], "threshold of an exact check (fixed in code before any run)"
             else:
@@ -92,6 +97,44 @@ def build(rows: list[dict], header: dict) -> dict:
            "min_seeds": MIN_SEEDS, "rate_checks": rates, "checks": checks,
            "seed_claims": _seed_claims(checks), "rows": [_row_meta(r) for r in rows]}
     return doc
+
+
+def rows_from_doc(doc: dict) -> list[dict]:
+    """The rows `build` was given, taken back from its document: `build(rows_from_doc(doc), header)`
+    gives the same checks, levels and verdicts. Lets a report replace some rows with new
+    measurements and keep the others as published (scripts/claims_redecide.py --base).
+
+    A check keeps the gate and δ it was decided under (`as_decided`): the design, quality and
+    learned gates are the code's reading of the row's run, and δ was fixed before that run; the
+    code may since have changed them for rows measured again. The arms a check compares are found by their
+    per-seed values (the file names the values, not the arms; two arms with the same values
+    decide a check the same way)."""
+    rows = []
+    for meta in doc["rows"]:
+        row = {k: meta[k] for k in ("id", "claim", "seed_section", "setup", "notes", "seconds", "quick", "seeds")}
+        row["plots"] = [list(p) for p in meta["plots"]]
+        row["variants"] = [dict(v, rate=v["interval"] == "wilson") for v in meta["variants"]]
+        arms = [(v["name"], _values(v["values"])) for v in row["variants"]]
+
+        def arm(values: list, what: str) -> str:
+            for name, vs in arms:
+                if vs == values:
+                    return name
+            raise ValueError(f"{row['id']}: no arm has the per-seed values of {what}")
+
+        row["checks"] = []
+        for e in (c for c in doc["checks"] if c["row"] == meta["id"]):
+            c = {"claim": e["check"], "main": e["main"], "gate": e["gate"], "delta_source": e["delta_source"],
+                 "as_decided": True}
+            if e["worse"] is None:
+                c.update(kind="exact", better=arm(e["better"], e["check"]),
+                         relation=">=" if e["higher_is_better"] else "<=", threshold=e["delta"])
+            else:
+                c.update(kind="difference", better=arm(e["better"], e["check"]), worse=arm(e["worse"], e["check"]),
+                         higher_is_better=e["higher_is_better"], min_effect=e["delta"])
+            row["checks"].append(c)
+        rows.append(row)
+    return rows
 
 
 def in_family(e: dict) -> bool:
