@@ -321,8 +321,8 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     tokens = sum(len(s) + len(t.split()) for s, t in g2p)
     seen = []
 
-    def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS):
-        seen.append((fields["d_model"], lm, lengths, batch))
+    def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS, bf16=False):
+        seen.append((fields["d_model"], lm, lengths, batch, bf16))
         return rate
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
     rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
@@ -334,6 +334,7 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     # the probe ran the chosen model at the data's lengths: characters in, phonemes out, + <eos>/<bos>
     src = sum(len(s) for s, _ in g2p[:2000]) / 2000
     assert seen[0][:2] == (slow.model["d_model"], False) and seen[0][2][0] == round(src) + 1
+    assert seen[-1][4] == slow.train["bf16"]  # timed in the precision the run will train in
     assert choose("tsv", raw, None, None).passes is None and len(seen) == 2  # no budget: nothing to measure
 
 
@@ -349,3 +350,20 @@ def test_the_probe_measures_without_touching_the_runs_threads_or_seed():
     assert math.isfinite(rate) and rate > 0
     assert torch.get_num_threads() == threads
     assert torch.equal(torch.rand(3), expected)  # the global generator where it was
+
+
+def test_the_probe_times_bf16_under_the_loops_autocast(monkeypatch):
+    """A run that trains in bf16 is probed in bf16 (the passes it predicts are that run's)."""
+    from glassformer.train.recipe import measure_tokens_per_minute
+
+    real, casts = torch.autocast, []
+
+    def spy(*args, **kwargs):
+        casts.append((args, kwargs.get("dtype")))
+        return real(*args, **kwargs)
+    monkeypatch.setattr(torch, "autocast", spy)
+    fields = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
+    measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05)
+    assert casts == []
+    measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05, bf16=True)
+    assert casts and all(a == ("cpu",) and d == torch.bfloat16 for a, d in casts)

@@ -126,6 +126,9 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     fields, peak, why = model_size(tokens, max_minutes, lm)
     r.model.update(fields, norm_position="pre")
     r.reasons.append(f"model: {why}")
+    bf16 = None
+    if device == "cpu":  # measured on CPUs only; a GPU run keeps float32 unless --bf16
+        bf16, why_bf16 = choose_bf16(lm=lm, d_model=fields["d_model"])
     threads = None
     if fields["d_model"] <= 128:
         threads, why = small_model_threads()
@@ -134,9 +137,10 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     if max_minutes is not None:
         if tokens_per_minute is None:  # measured on this machine, now: a constant is some other machine's
             lengths = _mean_lengths(train, kinds, lm)
-            tokens_per_minute = measure_tokens_per_minute(fields, lm, lengths, 16 if lm else 64, threads)
+            tokens_per_minute = measure_tokens_per_minute(fields, lm, lengths, 16 if lm else 64, threads,
+                                                          bf16=bool(bf16))
             source = (f"{tokens_per_minute:,.0f} tokens a minute measured in {PROBE_SECONDS:g} s of training steps"
-                      f" of this model here")
+                      f" of this model here{' in bf16' if bf16 else ''}")
         else:
             source = f"{tokens_per_minute:,.0f} tokens a minute"
         epochs = max_minutes * tokens_per_minute / max(tokens, 1)
@@ -164,10 +168,9 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     if max_steps is not None:
         warmup = max(1, min(warmup, max_steps // 10))  # a short run warms up a tenth
     r.train.update(schedule="wsd", lr=peak, warmup=warmup, patience=10, recipe="auto")
-    if device == "cpu":  # measured on CPUs only; a GPU run keeps float32 unless --bf16
-        bf16, why = choose_bf16(lm=lm, d_model=fields["d_model"])
+    if bf16 is not None:
         r.train["bf16"] = bf16
-        r.reasons.append(why)
+        r.reasons.append(why_bf16)
     r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
                      f" fifth of the budget (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and"
                      f" decay from the start)")
@@ -246,10 +249,13 @@ def _mean_lengths(train: list, kinds: tuple[str, str], lm: bool) -> tuple[int, i
 
 
 def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[int, int], batch: int,
-                              threads: int | None, seconds: float = PROBE_SECONDS) -> float:
+                              threads: int | None, seconds: float = PROBE_SECONDS, bf16: bool = False) -> float:
     """Source + target tokens a minute that the model of `fields` trains on here: forward, backward
     and a fused AdamW step on random batches of the data's typical lengths (`lengths`), after one
-    step that is not timed. No padding, so an upper bound on what the bucketed batches give."""
+    step that is not timed, in the precision the run will use (`bf16`: the loop's CPU autocast). No
+    padding, so an upper bound on what the bucketed batches give."""
+    import contextlib
+
     import torch
 
     from ..config import ModelConfig
@@ -273,10 +279,12 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
 
             def step() -> None:
                 opt.zero_grad(set_to_none=True)
-                if lm:
-                    loss = model(ids(tgt_len), targets=ids(tgt_len), reduction="sum")
-                else:
-                    loss = model(ids(src_len), ids(tgt_len), targets=ids(tgt_len), reduction="sum")
+                cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+                with cast:
+                    if lm:
+                        loss = model(ids(tgt_len), targets=ids(tgt_len), reduction="sum")
+                    else:
+                        loss = model(ids(src_len), ids(tgt_len), targets=ids(tgt_len), reduction="sum")
                 loss.backward()
                 opt.step()
             step()
