@@ -132,6 +132,8 @@ def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch,
     assert "recipe auto" in out and "Pre-LN" in out and "tokenizer char" in out
     from glassformer.train.run_folder import saved_train_config
     assert saved_train_config(str(tmp_path / "run"))["batch_size"] == 32  # a given flag beats the recipe's 16
+    assert saved_train_config(str(tmp_path / "run"))["label_smoothing"] == 0.0  # an LM is scored on its loss
+    assert "no label smoothing" in out
     code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(tmp_path / "run"), "--data",
                          str(tmp_path / "test.txt"), "--json")
     assert code == 0, err
@@ -143,6 +145,21 @@ def test_defaults_beat_a_unigram_baseline_on_real_english(tmp_path, monkeypatch,
     total = sum(counts.values()) + len(counts) + 1
     unigram = -sum(math.log2((counts.get(c, 0) + 1) / total) for c in test) / len(test)
     assert ours < unigram - 0.3, (ours, unigram)
+
+
+@pytest.mark.parametrize("flags, expected", [([], 0.0), (["--label-smoothing", "0.2"], 0.2),
+                                             (["--recipe", "paper"], 0.1)])
+def test_label_smoothing_of_an_lm_run_comes_from_the_recipe_unless_given(tmp_path, monkeypatch, capsys, flags,
+                                                                         expected):
+    """The auto recipe turns ε_ls off for an LM (its score is the loss); a typed --label-smoothing, or
+    the paper's recipe (§5.4: 0.1), is what the run trains with."""
+    from glassformer.train.run_folder import saved_train_config
+
+    (tmp_path / "train.txt").write_text("the cat eats fish\n" * 60, encoding="utf-8")
+    code, out, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(tmp_path / "train.txt"),
+                         "--out", str(tmp_path / "run"), "--max-steps", "1", "--block-size", "16", "--quiet", *flags)
+    assert code == 0, err
+    assert saved_train_config(str(tmp_path / "run"))["label_smoothing"] == expected
 
 
 def test_defaults_beat_a_per_letter_baseline_on_cmudict(tmp_path, monkeypatch, capsys):

@@ -59,7 +59,8 @@ def register(app: typer.Typer) -> None:
         lr: Optional[float] = typer.Option(None, rich_help_panel=T, help="peak rate for rsqrt / cosine / wsd / constant"),
         noam_factor: float = typer.Option(1.0, rich_help_panel=T, help="multiplies the noam rate"),
         warmup: Optional[int] = typer.Option(None, rich_help_panel=T, help="warmup steps (default 400)"),
-        label_smoothing: float = typer.Option(0.1, rich_help_panel=T, help="ε_ls (paper: 0.1)"),
+        label_smoothing: Optional[float] = typer.Option(
+            None, rich_help_panel=T, help="ε_ls (paper §5.4 and default: 0.1; auto recipe for an LM: 0)"),
         clip_norm: float = typer.Option(1.0, rich_help_panel=T, help="gradient-norm clip (0: off)"),
         weight_decay: float = typer.Option(0.01, rich_help_panel=T, help="AdamW weight decay"),
         bf16: Optional[bool] = typer.Option(None, "--bf16/--no-bf16", rich_help_panel=T,
@@ -116,16 +117,18 @@ def register(app: typer.Typer) -> None:
         task = task or "zh-en"
         overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
         chosen = dict(schedule=schedule, lr=lr, warmup=warmup, patience=patience, tokenizer=tokenizer,
-                      vocab_size=vocab_size, threads=threads, batch_size=batch_size, bf16=bf16)
+                      vocab_size=vocab_size, threads=threads, batch_size=batch_size, bf16=bf16,
+                      label_smoothing=label_smoothing)
         fixed = {k: v for k, v in chosen.items() if v is not None}
         if fixed.get("patience") == 0:
             fixed["patience"] = None  # 0 turns early stopping off
         given = set(fixed)
-        paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper", bf16=False)
+        paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper", bf16=False,
+                     label_smoothing=0.1)
         cfg = TrainConfig(
             task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
             max_minutes=max_minutes, accum_steps=accum_steps, block_size=block_size,
-            noam_factor=noam_factor, label_smoothing=label_smoothing, clip_norm=clip_norm or None,
+            noam_factor=noam_factor, clip_norm=clip_norm or None,
             weight_decay=weight_decay, device=device, eval_every=eval_every,
             eval_size=eval_size, stop_at=stop_at, quiet=quiet,
             **{**paper, **fixed})
