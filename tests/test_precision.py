@@ -207,6 +207,44 @@ def test_optimizer_step_after_quantised_generation_gives_the_new_models_tokens()
     assert torch.equal(after, fresh) and not torch.equal(after, before)
 
 
+def test_a_files_batches_quantise_each_weight_once(monkeypatch):
+    """`translate_ids` (batches of a chunk) and `translate_lines` (chunks of a file) hold one prepared
+    scope: every weight is quantised once for the whole file, not once per batch, and the tokens are
+    those of translating each batch on its own (nothing can change the weights in between)."""
+    from glassformer import streaming
+    from glassformer.train.evaluate import translate_ids
+
+    model = model_of("encoder-decoder")
+    g = torch.Generator().manual_seed(7)
+    sources = [torch.randint(3, VOCAB, (int(n),), generator=g).tolist() for n in torch.randint(2, 9, (9,), generator=g)]
+    quantised = []
+    real = precision.quantize
+    monkeypatch.setattr(precision, "quantize", lambda W: quantised.append(tuple(W.shape)) or real(W))
+    monkeypatch.setattr(precision, "FORCE_INT8", "dequant")
+    alone = [translate_ids(model, [s], max_new_tokens=6, precision="int8")[0] for s in sources[:3]]
+    per_translation = len(quantised) // 3  # each translation alone quantises every weight it reads
+    assert per_translation > 0 and quantised == quantised[:per_translation] * 3
+    quantised.clear()
+    batched = translate_ids(model, sources, batch_size=2, max_new_tokens=6, precision="int8")  # 5 batches
+    assert len(quantised) == per_translation and batched[:3] == alone
+
+    class Policy:  # ids as text: "5 7 9"
+        def encode(self, text):
+            return [int(t) for t in text.split()]
+
+    class Tok:
+        def decode(self, ids):
+            return " ".join(map(str, ids))
+    monkeypatch.setattr(streaming, "CHUNK", 4)  # 3 chunks
+    monkeypatch.setattr(streaming, "_decode", lambda m, ids, beam, device, prec: translate_ids(
+        m, ids, beam, batch_size=2, max_new_tokens=6, precision=prec))
+    quantised.clear()
+    lines = [(" ".join(map(str, s)), None) for s in sources]
+    records = list(streaming.translate_lines(model, Policy(), Tok(), lines, precision="int8"))
+    assert len(quantised) == per_translation
+    assert [r["translation"] for r in records] == [" ".join(map(str, ids)) for ids in batched]
+
+
 def test_bad_precision_is_refused_in_one_line():
     model = model_of("decoder")
     with pytest.raises(InputError, match=r"precision='int4' is not a precision; use fp32, bf16, int8"):

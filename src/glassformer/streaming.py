@@ -85,9 +85,11 @@ def translate_lines(model, policy: UnknownPolicy, tgt_tok, lines: Iterable[tuple
         chunk.clear()
         yield from records
 
-    for item in lines:
-        chunk.append(item)
-        if len(chunk) >= CHUNK:
+    from .nn.prepared import prepared
+    with prepared(model):  # the derived weight copies serve every chunk of the file (nn/prepared.py)
+        for item in lines:
+            chunk.append(item)
+            if len(chunk) >= CHUNK:
+                yield from flush()
+        if chunk:
             yield from flush()
-    if chunk:
-        yield from flush()

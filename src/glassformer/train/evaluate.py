@@ -86,15 +86,18 @@ def translate_ids(model, sources: Sequence[Sequence[int]], beam_size: int = 1, b
     out: list[list[int] | None] = [None] * len(sources)
     order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
     step = batch_size if beam_size == 1 else max(1, batch_size // beam_size)
-    for start in range(0, len(order), step):
-        idx = order[start:start + step]
-        src = pad_batch([sources[i] for i in idx], cfg.pad_id).to(device)
-        limit = max_new_tokens or 2 * src.shape[1] + 10
-        ids = generate(model, src, max_new_tokens=limit, strategy="greedy" if beam_size == 1 else "beam",
-                       beam_size=beam_size, eos_id=cfg.eos_id, src_padding_mask=src == cfg.pad_id,
-                       precision=precision)
-        for row, i in zip(ids.tolist(), idx):
-            out[i] = _strip(row, cfg)
+    # one scope over every batch: the weights cannot change between them, so the derived copies
+    # (fused, reordered, quantised: nn/prepared.py) are built once, not once per batch
+    with prepared(model):
+        for start in range(0, len(order), step):
+            idx = order[start:start + step]
+            src = pad_batch([sources[i] for i in idx], cfg.pad_id).to(device)
+            limit = max_new_tokens or 2 * src.shape[1] + 10
+            ids = generate(model, src, max_new_tokens=limit, strategy="greedy" if beam_size == 1 else "beam",
+                           beam_size=beam_size, eos_id=cfg.eos_id, src_padding_mask=src == cfg.pad_id,
+                           precision=precision)
+            for row, i in zip(ids.tolist(), idx):
+                out[i] = _strip(row, cfg)
     model.train(was_training)
     return out  # type: ignore[return-value]
 
