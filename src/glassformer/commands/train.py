@@ -51,9 +51,10 @@ def register(app: typer.Typer) -> None:
         tokenizer: Optional[str] = typer.Option(None, help="char | word | jieba | bpe | unigram"),
         vocab_size: Optional[int] = typer.Option(None, help="vocabulary size for bpe / unigram"),
         batch_size: Optional[int] = typer.Option(None, rich_help_panel=T,
-                                                 help="sequences per micro-batch (default 64; auto: 16 for a small LM)"),
+                                                 help="sequences per micro-batch (default 64; auto: 32 for a small LM)"),
         accum_steps: int = typer.Option(1, rich_help_panel=T, help="micro-batches per optimiser step"),
-        block_size: int = typer.Option(128, rich_help_panel=T, help="tokens per window (lm)"),
+        block_size: Optional[int] = typer.Option(
+            None, rich_help_panel=T, help="tokens per window (lm; default 128, auto recipe's small LM: 64)"),
         schedule: Optional[str] = typer.Option(None, rich_help_panel=T,
                                                help="noam (paper §5.3) | rsqrt | cosine | wsd | constant"),
         lr: Optional[float] = typer.Option(None, rich_help_panel=T, help="peak rate for rsqrt / cosine / wsd / constant"),
@@ -118,16 +119,16 @@ def register(app: typer.Typer) -> None:
         overrides = {field: values[flag] for flag, field in MODEL_FLAGS.items() if values[flag] is not None}
         chosen = dict(schedule=schedule, lr=lr, warmup=warmup, patience=patience, tokenizer=tokenizer,
                       vocab_size=vocab_size, threads=threads, batch_size=batch_size, bf16=bf16,
-                      label_smoothing=label_smoothing)
+                      label_smoothing=label_smoothing, block_size=block_size)
         fixed = {k: v for k, v in chosen.items() if v is not None}
         if fixed.get("patience") == 0:
             fixed["patience"] = None  # 0 turns early stopping off
         given = set(fixed)
         paper = dict(schedule="noam", lr=1e-3, warmup=400, patience=5, recipe="paper", bf16=False,
-                     label_smoothing=0.1)
+                     label_smoothing=0.1, block_size=128)
         cfg = TrainConfig(
             task=task, data=data, out=out or f"runs/{task}", seed=seed, max_steps=max_steps,
-            max_minutes=max_minutes, accum_steps=accum_steps, block_size=block_size,
+            max_minutes=max_minutes, accum_steps=accum_steps,
             noam_factor=noam_factor, clip_norm=clip_norm or None,
             weight_decay=weight_decay, device=device, eval_every=eval_every,
             eval_size=eval_size, stop_at=stop_at, quiet=quiet,
