@@ -384,3 +384,24 @@ def test_the_probe_times_bf16_under_the_loops_autocast(monkeypatch):
     assert casts == []
     measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05, bf16=True)
     assert casts and all(a == ("cpu",) and d == torch.bfloat16 for a, d in casts)
+
+
+def test_an_lm_gets_dropout_at_fewer_passes_than_a_translator():
+    """At ~10 passes a character LM overfits without dropout (fortunes-en's first 313k characters:
+    2.741 bits/char with 0.1, 2.857 without) while a translator is still below its 20-pass rule."""
+    from glassformer.train.recipe import DROPOUT_EPOCHS, LM_DROPOUT_EPOCHS, choose
+
+    assert LM_DROPOUT_EPOCHS < 10 < DROPOUT_EPOCHS
+    text = ["the cat eats fish and the dog barks"] * 2000  # 72,000 characters with line ends
+    lm_tokens = sum(len(t) + 2 for t in text)
+    lm = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None,
+                tokens_per_minute=lm_tokens)  # 10 passes in 10 minutes
+    assert lm.passes == pytest.approx(10) and lm.model["dropout"] == 0.1
+    pairs = [("cat", "K AE T")] * 2000
+    tsv_tokens = sum(len(s) + len(t.split()) for s, t in pairs)
+    tsv = choose("tsv", {"train": pairs, "valid": pairs[:5], "test": pairs[:5]}, 10, None,
+                 tokens_per_minute=tsv_tokens)
+    assert tsv.passes == pytest.approx(10, rel=0.1) and tsv.model["dropout"] == 0.0
+    few = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None,
+                 tokens_per_minute=lm_tokens / 5)  # 2 passes
+    assert few.model["dropout"] == 0.0

@@ -82,10 +82,50 @@ def collate_seq2seq(examples: Sequence[tuple[list[int], list[int]]], bos: int, e
     }
 
 
+class ScoredWindow(tuple):
+    """A held-out LM window `(ids,)` whose first `skip` targets another window already scored
+    (`windows(..., stride)`): they are read as context and not counted."""
+
+    skip: int = 0
+
+
+def windows(stream: Sequence[int], block_size: int, stride: int | None = None) -> list[tuple]:
+    """`(ids,)` windows of block_size + 1 tokens (block_size targets each) over a token stream.
+
+    Without `stride` they do not overlap (training: every target once, a window starts cold).
+    With it they start every `stride` tokens and each scores only the targets no earlier window
+    scored (`ScoredWindow.skip`): every target is still scored once, and all but the first
+    window's read at least block_size − stride tokens before them — how held-out text is scored
+    (a window that starts cold charges its first characters for context it was never shown; an
+    n-gram baseline always has its n − 1)."""
+    if stride is None:
+        out = [tuple([list(stream[i:i + block_size + 1])]) for i in range(0, max(1, len(stream) - 1), block_size)]
+        return [w for w in out if len(w[0]) >= 2]
+    if not 1 <= stride <= block_size:
+        raise ValueError(f"stride {stride} must be in 1..block_size {block_size}")
+    out, covered = [], 0  # targets 1..covered are scored (target j is stream[j], read after stream[:j])
+    start = 0
+    while covered < len(stream) - 1:
+        ids = list(stream[start:start + block_size + 1])
+        w = ScoredWindow([ids])
+        w.skip = max(covered - start, 0)
+        out.append(w)
+        covered = start + len(ids) - 1
+        start += stride
+    return out
+
+
 def collate_lm(examples: Sequence[tuple[list[int]]], pad: int) -> dict:
-    """A window of ids predicts itself shifted by one: inp = ids[:-1], out = ids[1:]."""
+    """A window of ids predicts itself shifted by one: inp = ids[:-1], out = ids[1:] (targets a
+    `ScoredWindow` skips are set to `pad`, which every loss ignores)."""
     ids = pad_batch([e[0] for e in examples], pad)
-    return {"inp": ids[:, :-1], "out": ids[:, 1:]}
+    out = ids[:, 1:]
+    skips = [getattr(e, "skip", 0) for e in examples]
+    if any(skips):
+        out = out.clone()  # a view of ids: inp must keep the tokens
+        for row, k in enumerate(skips):
+            out[row, :k] = pad
+    return {"inp": ids[:, :-1], "out": out}
 
 
 def example_length(example: tuple) -> int:

@@ -179,6 +179,6 @@ def _evaluate(model, data, split, examples, with_bleu, device, beam_size, precis
         metrics.update(score_outputs(raw, output_of, with_bleu))
         metrics["hypotheses"] = [output_of[src] for src, _ in raw]  # one per line, in line order
     elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
-        predicted = sum(len(w[0]) - 1 for w in examples)
+        predicted = sum(len(w[0]) - 1 - getattr(w, "skip", 0) for w in examples)  # targets scored
         metrics["bpc"] = error_rates.bits_per_character(loss * predicted, data.raw[split])
     return metrics

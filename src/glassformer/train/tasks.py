@@ -20,6 +20,7 @@ from ..config import ModelConfig
 from ..errors import InputError
 from ..limits import check_tokens
 from ..tokenize import build_tokenizer
+from .batching import windows
 
 DIGIT_TASKS = ("copy", "reverse", "sort", "add")
 DIGIT_SIZES = {"train": 10000, "valid": 500, "test": 500}
@@ -107,8 +108,9 @@ def _clip(text: str, n: int = 30) -> str:
     return repr(text if len(text) <= n else text[:n] + "…")
 
 
-def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int) -> list[tuple]:
-    """Id tuples: (src_ids, tgt_ids) per pair, or (window,) for a language model."""
+def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int, held_out: bool = False) -> list[tuple]:
+    """Id tuples: (src_ids, tgt_ids) per pair, or (window,) for a language model — windows that
+    overlap by half where the split is `held_out` (validation, test: `batching.windows`)."""
     if kind == "seq2seq":
         pairs = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in items]
         for (s, t), (src, tgt) in zip(items, pairs):  # the decoder also reads <bos>, predicts <eos>
@@ -118,8 +120,7 @@ def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int) -> l
     stream: list[int] = []
     for line in items:
         stream.extend(src_tok.encode(line, add_special=True))  # <bos> line <eos>: lines stay apart
-    windows = [tuple([stream[i:i + block_size + 1]]) for i in range(0, max(1, len(stream) - 1), block_size)]
-    return [w for w in windows if len(w[0]) >= 2]
+    return windows(stream, block_size, max(1, block_size // 2) if held_out else None)
 
 
 def load_task(cfg, tokenizers: tuple | None = None) -> TaskData:
@@ -129,7 +130,7 @@ def load_task(cfg, tokenizers: tuple | None = None) -> TaskData:
     kind = "lm" if cfg.task == "lm" else "seq2seq"
     data = TaskData(cfg.task, kind, raw, src, tgt)
     for split, items in raw.items():
-        data.encoded[split] = encode_split(kind, items, src, tgt, cfg.block_size)
+        data.encoded[split] = encode_split(kind, items, src, tgt, cfg.block_size, held_out=split != "train")
     if not data.encoded["train"]:
         raise InputError(f"task {cfg.task}: the training split is empty after tokenization")
     return data
@@ -180,5 +181,5 @@ def task_for_checkpoint(meta: dict, src_tok, tgt_tok, data_path: str | None = No
         from ..data.files import read_tsv
         items = list(read_tsv(data_path))
     data = TaskData(cfg.task, kind, {"test": items}, src_tok, tgt_tok)
-    data.encoded["test"] = encode_split(kind, items, src_tok, tgt_tok, cfg.block_size)
+    data.encoded["test"] = encode_split(kind, items, src_tok, tgt_tok, cfg.block_size, held_out=True)
     return data
