@@ -68,7 +68,8 @@ def test_tokenizer_choice_follows_the_script_and_vocabulary():
 def test_a_small_character_lm_gets_more_smaller_steps():
     lines = [ln for d in load_corpus("fortunes-en")[:3000] for ln in d.splitlines() if ln.strip()]
     lm = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 30, None, tokens_per_minute=400_000)
-    assert lm.train["batch_size"] == 16 and lm.train["warmup"] == 100 and lm.train["lr"] == 2e-3
+    assert lm.train["batch_size"] == 32 and lm.train["block_size"] == 64  # 2,048 characters a step
+    assert lm.train["warmup"] == 100 and lm.train["lr"] == 2e-3
     g2p = cmudict_pairs()[:5000]
     tsv = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None, tokens_per_minute=400_000)
     assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
