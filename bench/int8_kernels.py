@@ -5,7 +5,7 @@ Times every int8 kernel this torch build has — fbgemm's dynamic int8 (`quantiz
 shapes of the benchmark models (Marian-size translator, GPT-2-size LM) at batch 1, 8 and 16, with
 the copies made once as a generation makes them (inside a `prepared` scope). The decode step itself
 measures the same way on its first product of each shape class and keeps the winner; this prints
-the table for docs/precision.md:
+the table (docs/benchmarks.md keeps the measured ones):
 
     .venv/bin/python bench/int8_kernels.py
 """
