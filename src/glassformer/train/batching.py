@@ -98,20 +98,23 @@ def windows(stream: Sequence[int], block_size: int, stride: int | None = None) -
     window's read at least block_size − stride tokens before them — how held-out text is scored
     (a window that starts cold charges its first characters for context it was never shown; an
     n-gram baseline always has its n − 1)."""
-    if stride is None:
-        out = [tuple([list(stream[i:i + block_size + 1])]) for i in range(0, max(1, len(stream) - 1), block_size)]
-        return [w for w in out if len(w[0]) >= 2]
+    scored = stride is not None  # held-out windows say what they skip, even where it is 0
+    stride = block_size if stride is None else stride
     if not 1 <= stride <= block_size:
         raise ValueError(f"stride {stride} must be in 1..block_size {block_size}")
-    out, covered = [], 0  # targets 1..covered are scored (target j is stream[j], read after stream[:j])
-    start = 0
-    while covered < len(stream) - 1:
+    out: list[tuple] = []
+    covered = 0  # targets 1..covered are scored (target j is stream[j], read after stream[:j])
+    for start in range(0, max(len(stream) - 1, 0), stride):
         ids = list(stream[start:start + block_size + 1])
-        w = ScoredWindow([ids])
-        w.skip = max(covered - start, 0)
+        if scored:
+            w = ScoredWindow([ids])
+            w.skip = max(covered - start, 0)
+        else:
+            w = tuple([ids])
         out.append(w)
         covered = start + len(ids) - 1
-        start += stride
+        if covered >= len(stream) - 1:
+            break
     return out
 
 

@@ -130,6 +130,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         tokens = sum(_approx_tokens(s, ks) + _approx_tokens(t, kt) for s, t in train)
     r.train["tokenizer"] = kinds[0] if kinds[0] == kinds[1] else f"{kinds[0]}/{kinds[1]}"
     fields, peak, why = model_size(tokens, max_minutes, lm)
+    small_lm = lm and fields["d_model"] <= 128  # trained on more, smaller steps (below)
     r.model.update(fields, norm_position="pre")
     r.reasons.append(f"model: {why}")
     bf16 = None
@@ -142,7 +143,6 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.reasons.append(why + "; re-checked at each evaluation (train/threads.py)")
     if max_minutes is not None:
         if tokens_per_minute is None:  # measured on this machine, now: a constant is some other machine's
-            small_lm = lm and fields["d_model"] <= 128  # the windows chosen below
             lengths = _mean_lengths(train, kinds, lm, LM_BLOCK if small_lm else 128)
             tokens_per_minute = measure_tokens_per_minute(fields, lm, lengths, 32 if small_lm else 64, threads,
                                                           bf16=bool(bf16))
@@ -167,7 +167,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                                 " 2.857 without)" if lm else ""))
     r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
-    if lm and fields["d_model"] <= 128:
+    if small_lm:
         # A character LM step holds batch x block tokens (64 x 128 = 8k by default): a 30-minute CPU
         # budget gives only a few hundred such steps, most of them spent in a 400-step warmup.
         # Measured on fortunes-en, same 3 minutes and ~390k tokens: batch 64 / warmup 400 / 1e-3 was at
