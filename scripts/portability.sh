@@ -6,9 +6,9 @@
 # Hugging Face GPT-2 and BERT, cached decoding vs recomputation, the prepared decode step vs HF.
 set -euo pipefail
 BIN=${BIN:-.venv/bin}
-TESTS="tests/test_fast_gemm.py tests/test_decode_step.py tests/test_components.py tests/test_torch_layers.py tests/test_interop_gpt2.py tests/test_interop_bert.py tests/test_generate.py"
+TESTS="tests/test_precision.py tests/test_fast_gemm.py tests/test_decode_step.py tests/test_components.py tests/test_torch_layers.py tests/test_interop_gpt2.py tests/test_interop_bert.py tests/test_generate.py"
 start=$(date +%s)
-for caps in "ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2" "GLASSFORMER_ONEDNN=0"; do
+for caps in "ONEDNN_MAX_CPU_ISA=AVX2 ATEN_CPU_CAPABILITY=avx2 FBGEMM_ENABLE_INSTRUCTIONS=AVX2" "GLASSFORMER_ONEDNN=0"; do
   echo "portability: $caps" >&2
   env $caps "$BIN/python" -m pytest -n 2 -q -p no:cacheprovider $TESTS
   env $caps "$BIN/glassformer" bench --quick > /dev/null

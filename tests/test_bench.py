@@ -92,6 +92,8 @@ def test_quick_peer_rows_against_ctranslate2(quick):
         fp32 = row["tokens_fp32"]
         assert fp32["rows_equal"] == fp32["rows"] and fp32["token_agreement"] == 1.0, name
         assert 0 <= row["int8_vs_fp32"]["token_agreement"] <= 1
+        agreement = row["ct2_int8_vs_fp32"]["same_prefix_agreement"]
+        assert (agreement is None) if "beam" in name else 0 <= agreement <= 1
     assert "## The peer: CTranslate2" in (out / "benchmarks.md").read_text()
     assert sum(t["section"] == "peer" for t in r["targets"]) == 8
     assert r["int8_routes"] and all(row["winner"] in ("fbgemm", "int8pack", "dequant") for row in r["int8_routes"])
@@ -147,3 +149,12 @@ def test_matmul_peak_asks_onednn_only_for_what_this_cpu_supports():
     for peaks in (fp32, bf16):
         assert peaks["peak"] == max(v for k, v in peaks.items() if k != "peak") > 0
     assert harness.onednn_linear_supports(torch.float16) is False
+
+
+def test_same_prefix_agreement_by_hand():
+    """Next-token agreement counted only where both decoders had the same history (bench/peer.py)."""
+    from glassformer.bench.peer import same_prefix_agreement
+    assert same_prefix_agreement([[1, 2, 3, 4]], [[1, 2, 9, 9]]) == 2 / 3  # 2 equal, then 1 difference
+    assert same_prefix_agreement([[1, 2, 3]], [[1, 2, 3]]) == 1.0
+    assert same_prefix_agreement([[1, 2, 3]], [[1, 2]]) == 2 / 3  # one ended (</s>) where the other went on
+    assert same_prefix_agreement([[5, 6], [1, 2, 3, 4]], [[7, 6], [1, 2, 3, 4]]) == 4 / 5

@@ -291,5 +291,51 @@ def test_serve_precision_decodes_the_shown_translation_in_int8(tmp_path, monkeyp
         "/api/trace", json={"sentence": "猫 吃 鱼", "model": "run:tiny"})
     assert r.status_code == 200 and "translation" in r.json()
     assert sum(precision.CALLS.values()) > before
+    # the served model holds one prepared scope: a second request quantises nothing again
+    quantised = []
+    real = precision.quantize
+    monkeypatch.setattr(precision, "quantize", lambda W: quantised.append(tuple(W.shape)) or real(W))
+    client = TestClient(seen["app"], base_url="http://127.0.0.1:8000")
+    again = [client.post("/api/trace", json={"sentence": s, "model": "run:tiny"}) for s in ("猫 吃 鱼", "鱼 吃 猫")]
+    assert [a.status_code for a in again] == [200, 200] and quantised == []
+    assert again[0].json()["translation"] == r.json()["translation"]
     code, _, err = run(monkeypatch, capsys, "serve", "--runs", str(runs), "--precision", "int4")
     assert code != 0 and "--precision int4 is not a precision" in err
+
+
+WORST_CASE = """
+import torch
+from glassformer.nn import precision
+from glassformer.nn.prepared import prepared
+from torch import nn
+K, N = 96, 8
+owner = nn.Module()
+W = torch.ones(K, N)                       # quantised: q = 127 everywhere, s = 1/127
+x = torch.ones(3, K)                       # quantised: 255 everywhere at 8 bits, 127 at 7
+gemm = precision.LowPrecisionGemm(W, None, owner, "W", "int8")
+gemm.route = "fbgemm"
+with torch.inference_mode(), prepared(owner):
+    y = gemm(x)
+print(precision.full_range_exact(), float((y - K).abs().max()))
+"""
+
+
+@pytest.mark.skipif("fbgemm" not in precision.INT8_ROUTES, reason="this torch build has no fbgemm")
+@pytest.mark.parametrize("isa", [None, "AVX2"])
+def test_fbgemm_activations_never_saturate(isa):
+    """The worst case for AVX2's 16-bit pair sums (every activation at the top of its range, every
+    weight at +127) gives y = K exactly (by hand: 96 ones times 96 ones), with fbgemm's kernels as
+    this CPU has them and capped to AVX2 (FBGEMM_ENABLE_INSTRUCTIONS), where full 8-bit
+    activations would saturate to about half (so the check must turn reduce_range on there)."""
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ)
+    env.pop("FBGEMM_ENABLE_INSTRUCTIONS", None)
+    if isa:
+        env["FBGEMM_ENABLE_INSTRUCTIONS"] = isa
+    out = subprocess.run([sys.executable, "-c", WORST_CASE], env=env, capture_output=True, text=True, check=True)
+    full, err = out.stdout.split()
+    assert float(err) < 1e-3
+    if isa == "AVX2":
+        assert full == "False"  # AVX2 saturates at 8 bits: 7-bit activations

@@ -49,8 +49,9 @@ def targets(results: dict) -> list[dict]:
         g = results["generation"]
         if "bound" in g.get("batch_1", {}):
             b1 = g["batch_1"]
-            add("greedy decoding batch 1 vs weight-streaming bound", b1["bound"]["fraction"], "≥ 70 %, same tokens",
-                b1["bound"]["fraction"] >= 0.7 and b1["identical_tokens"], "generation")
+            # issue 29 raised issue 11's 70 % to 80 %
+            add("greedy decoding batch 1 vs weight-streaming bound", b1["bound"]["fraction"], "≥ 80 %, same tokens",
+                b1["bound"]["fraction"] >= 0.8 and b1["identical_tokens"], "generation")
         for key in [k for k in g if k.startswith("batch_") and not k.endswith("_1_thread") and k != "batch_1"]:
             r = g[key]
             add(f"greedy decoding vs HF GPT-2, {key.replace('_', ' ')}", r["ratio"], "≥ 2.5×, same tokens",
@@ -62,8 +63,12 @@ def targets(results: dict) -> list[dict]:
         for side in ("fp32", "int8"):
             r = row[f"ratio_{side}"]
             same = row[f"tokens_{side}"]
-            goal = "≥ 1.0×, tokens = CT2" if side == "fp32" else "≥ 1.0×, ≥ 0.95 of tokens = our fp32"
-            ok = same["rows_equal"] == same["rows"] if side == "fp32" else row["int8_vs_fp32"]["token_agreement"] >= 0.95
+            # int8: issue 29's "≥ 95 % of greedy tokens equal to our fp32", counted where both decoders had
+            # the same prefix (peer.same_prefix_agreement); a beam row's best hypotheses position by position
+            agree = row["int8_vs_fp32"]
+            agree = agree["token_agreement"] if agree.get("same_prefix_agreement") is None else agree["same_prefix_agreement"]
+            goal = "≥ 1.0×, tokens = CT2" if side == "fp32" else "≥ 1.0×, ≥ 95 % of next tokens = our fp32"
+            ok = same["rows_equal"] == same["rows"] if side == "fp32" else agree >= 0.95
             add(f"{name} vs CTranslate2 {side}", r, goal, r >= 1.0 and ok, "peer")
     if "trace" in results:
         r = results["trace"]["ratio"]
@@ -75,7 +80,8 @@ def targets(results: dict) -> list[dict]:
 
 
 CPU_FLAGS = ("avx2", "fma", "avx512f", "avx512_bf16", "amx_bf16")  # the ones GEMM kernels choose by
-ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "GLASSFORMER_ONEDNN", "GLASSFORMER_GEMM")
+ISA_ENV = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS", "FBGEMM_ENABLE_INSTRUCTIONS",
+           "CT2_FORCE_CPU_ISA", "GLASSFORMER_ONEDNN", "GLASSFORMER_GEMM")
 
 
 def machine() -> dict:

@@ -11,7 +11,9 @@ imports the HF model (`interop.from_hf`), CTranslate2 converts the folder with i
 
 Each row times four sides interleaved (harness.interleaved: ABBA order, medians) — ours fp32,
 CTranslate2 fp32, ours int8, CTranslate2 int8 — with CTranslate2's `intra_threads` = torch's thread
-count and one translator thread. Ratios are our tokens/s over theirs at the same precision; the
+count and one translator thread. CTranslate2 runs in a worker process of its own (bench/ct2_worker.py:
+in torch's process its OpenMP runtime halved torch's speed, and torch's its own), timed by its own
+clock around each call. Ratios are our tokens/s over theirs at the same precision; the
 tokens are compared (fp32 with fp32, int8 with int8, and our int8 with our fp32).
 
 CTranslate2's int8 is quantised when the float32 model is loaded (`compute_type="int8"`): it is
@@ -22,13 +24,16 @@ sides decode the full length; the LM is forced to (`min_length`, eos off).
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import torch
 
 from ..nn.prepared import prepared
-from .harness import interleaved
+from .harness import SelfTimed, interleaved
 
 FULL = dict(marian=dict(d_model=512, layers=6, heads=8, ffn=2048, vocab=8000), src_len=24, mt_new=48,
             gpt2=dict(n_embd=384, n_layer=6, n_head=6, vocab=8000), prompt=8, lm_new=128,
@@ -101,9 +106,32 @@ def _names(ids: torch.Tensor, tokens: list[str]) -> list[list[str]]:
     return [[tokens[i] for i in row] for row in ids.tolist()]
 
 
-def _translator_row(ours, ct2_path: str, tokens: list[str], strategy: str, batch: int, p: dict) -> dict:
-    import ctranslate2
+class _Worker:
+    """CTranslate2 in its own process (bench/ct2_worker.py: why), both compute types of one model."""
 
+    def __init__(self, kind: str, path: str, threads: int):
+        self.proc = subprocess.Popen([sys.executable, "-m", "glassformer.bench.ct2_worker"], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE, text=True)
+        self._ask({"load": {"kind": kind, "path": path, "threads": threads}})
+
+    def _ask(self, msg: dict) -> dict:
+        self.proc.stdin.write(json.dumps(msg) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the CTranslate2 worker stopped (exit code {self.proc.wait()})")
+        return json.loads(line)
+
+    def run(self, compute_type: str, method: str, *args, **kwargs) -> SelfTimed:
+        reply = self._ask({"run": {"compute_type": compute_type, "method": method, "args": args, "kwargs": kwargs}})
+        return SelfTimed(reply["tokens"], reply["seconds"])
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait()
+
+
+def _translator_row(ours, ct2: _Worker, tokens: list[str], strategy: str, batch: int, p: dict) -> dict:
     from ..generate import generate
     g = torch.Generator().manual_seed(batch)
     # sources of real ids (no </s>, <unk> or <pad>), ending in </s> as Marian's tokenizer writes them
@@ -112,9 +140,6 @@ def _translator_row(ours, ct2_path: str, tokens: list[str], strategy: str, batch
     source_tokens = _names(src, tokens)
     n, beam = p["mt_new"], BEAM if strategy == "beam" else 1
     index = {t: i for i, t in enumerate(tokens)}
-    threads = torch.get_num_threads()
-    engines = {kind: ctranslate2.Translator(ct2_path, device="cpu", compute_type=kind, intra_threads=threads,
-                                            inter_threads=1) for kind in ("float32", "int8")}
 
     def ours_fn(precision):
         def run():
@@ -124,29 +149,25 @@ def _translator_row(ours, ct2_path: str, tokens: list[str], strategy: str, batch
 
     def ct2_fn(kind):
         def run():
-            res = engines[kind].translate_batch(source_tokens, beam_size=beam, max_decoding_length=n,
-                                                length_penalty=1.0)
-            return [[index[t] for t in r.hypotheses[0]] for r in res]
+            res = ct2.run(kind, "translate_batch", source_tokens, beam_size=beam, max_decoding_length=n,
+                          length_penalty=1.0)
+            return SelfTimed([[index[t] for t in hyp] for hyp in res.value], res.seconds)
         return run
     return _row({"ours fp32": ours_fn("fp32"), "CT2 fp32": ct2_fn("float32"), "ours int8": ours_fn("int8"),
-                 "CT2 int8": ct2_fn("int8")}, batch * n, p["repeats"])
+                 "CT2 int8": ct2_fn("int8")}, batch * n, p["repeats"], greedy=strategy == "greedy")
 
 
 def _strip(row: list[int]) -> list[int]:
     return row[:row.index(EOS)] if EOS in row else row
 
 
-def _lm_row(ours, ct2_path: str, tokens: list[str], batch: int, p: dict) -> dict:
-    import ctranslate2
-
+def _lm_row(ours, ct2: _Worker, tokens: list[str], batch: int, p: dict) -> dict:
     from ..generate import generate
     g = torch.Generator().manual_seed(batch)
     ids = torch.randint(1, p["gpt2"]["vocab"], (batch, p["prompt"]), generator=g)
     prompts = _names(ids, tokens)
     index = {t: i for i, t in enumerate(tokens)}
-    n, threads = p["lm_new"], torch.get_num_threads()
-    engines = {kind: ctranslate2.Generator(ct2_path, device="cpu", compute_type=kind, intra_threads=threads,
-                                           inter_threads=1) for kind in ("float32", "int8")}
+    n = p["lm_new"]
 
     def ours_fn(precision):
         return lambda: generate(ours, ids, max_new_tokens=n, strategy="greedy", eos_id=None,
@@ -154,16 +175,33 @@ def _lm_row(ours, ct2_path: str, tokens: list[str], batch: int, p: dict) -> dict
 
     def ct2_fn(kind):
         def run():
-            res = engines[kind].generate_batch(prompts, max_length=n, min_length=n, sampling_topk=1,
-                                               include_prompt_in_result=False, end_token=[])
-            return [[index[t] for t in r.sequences[0]] for r in res]
+            res = ct2.run(kind, "generate_batch", prompts, max_length=n, min_length=n, sampling_topk=1,
+                          include_prompt_in_result=False, end_token=[])
+            return SelfTimed([[index[t] for t in seq] for seq in res.value], res.seconds)
         return run
     return _row({"ours fp32": ours_fn("fp32"), "CT2 fp32": ct2_fn("float32"), "ours int8": ours_fn("int8"),
                  "CT2 int8": ct2_fn("int8")}, batch * n, p["repeats"])
 
 
-def _row(sides: dict, work: int, repeats: int) -> dict:
-    """Four sides interleaved; ratios ours / CT2 per precision; token agreement."""
+def same_prefix_agreement(a: list[list[int]], b: list[list[int]]) -> float:
+    """How often two decoders pick the same next token when they were given the same prefix.
+
+    Position by position, a free-running comparison counts every token after the first difference
+    as different, though from there the two decode different prefixes; this counts only the steps
+    where both had the same history: the tokens equal up to each row's first difference, over those
+    plus one per row that differs (a row that ends earlier differs where it ends)."""
+    equal = differ = 0
+    for x, y in zip(a, b):
+        k = next((i for i, (u, v) in enumerate(zip(x, y)) if u != v), min(len(x), len(y)))
+        equal += k
+        differ += x != y
+    return equal / max(1, equal + differ)
+
+
+def _row(sides: dict, work: int, repeats: int, greedy: bool = True) -> dict:
+    """Four sides interleaved; ratios ours / CT2 per precision; token agreement (and, for greedy
+    rows, next-token agreement on the same prefix: a beam's best hypothesis is not a sequence of
+    next-token choices, so there it is None)."""
     outs: dict = {}
     t = interleaved(sides, repeats, warmup=1, outputs=outs)
     rate = {name: work / timing.median for name, timing in t.items()}
@@ -172,11 +210,13 @@ def _row(sides: dict, work: int, repeats: int) -> dict:
         rows = sum(x == y for x, y in zip(outs[a], outs[b]))
         pairs = [(u, v) for x, y in zip(outs[a], outs[b]) for u, v in zip(x, y)]
         return {"rows_equal": rows, "rows": len(outs[a]),
-                "token_agreement": sum(u == v for u, v in pairs) / max(1, len(pairs))}
+                "token_agreement": sum(u == v for u, v in pairs) / max(1, len(pairs)),
+                "same_prefix_agreement": same_prefix_agreement(outs[a], outs[b]) if greedy else None}
     return {"sides": {name: {**timing.to_dict(), "tokens_per_s": rate[name]} for name, timing in t.items()},
             "ratio_fp32": rate["ours fp32"] / rate["CT2 fp32"], "ratio_int8": rate["ours int8"] / rate["CT2 int8"],
             "tokens_fp32": same("ours fp32", "CT2 fp32"), "tokens_int8": same("ours int8", "CT2 int8"),
-            "int8_vs_fp32": same("ours int8", "ours fp32"), "work_tokens": work}
+            "int8_vs_fp32": same("ours int8", "ours fp32"), "ct2_int8_vs_fp32": same("CT2 int8", "CT2 fp32"),
+            "work_tokens": work}
 
 
 def run(quick: bool = False) -> dict:
@@ -194,12 +234,18 @@ def run(quick: bool = False) -> dict:
                 ours, hf, vocabulary = make(p)
                 tokens = [t for t, _ in sorted(vocabulary.get_vocab().items(), key=lambda kv: kv[1])]
                 models[kind] = (ours, _converted(hf, Path(tmp) / kind, vocabulary), tokens)
-        for kind, strategy, batch in p["rows"]:
-            ours, path, tokens = models[kind]
-            name = f"{kind} {strategy}{f' {BEAM}' if strategy == 'beam' else ''} batch {batch}"
-            # one `prepared` scope around the row: our derived weights (fused, quantised) are made once,
-            # as CTranslate2 makes its own once when it loads the model (nothing trains meanwhile)
-            with prepared(ours):
-                out["rows"][name] = (_translator_row(ours, path, tokens, strategy, batch, p)
-                                     if kind == "translator" else _lm_row(ours, path, tokens, batch, p))
+        workers = {kind: _Worker("translator" if kind == "translator" else "generator", path,
+                                 torch.get_num_threads()) for kind, (_, path, _) in models.items()}
+        try:
+            for kind, strategy, batch in p["rows"]:
+                ours, _, tokens = models[kind]
+                name = f"{kind} {strategy}{f' {BEAM}' if strategy == 'beam' else ''} batch {batch}"
+                # one `prepared` scope around the row: our derived weights (fused, quantised) are made once,
+                # as CTranslate2 makes its own once when it loads the model (nothing trains meanwhile)
+                with prepared(ours):
+                    out["rows"][name] = (_translator_row(ours, workers[kind], tokens, strategy, batch, p)
+                                         if kind == "translator" else _lm_row(ours, workers[kind], tokens, batch, p))
+        finally:
+            for w in workers.values():
+                w.close()
     return out

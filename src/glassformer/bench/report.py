@@ -97,14 +97,17 @@ def _peer_lines(peer: dict) -> list[str]:
            f" vocab {g['vocab']}, prompt {p['prompt']}, {p['lm_new']} new. intra_threads = {peer['threads']};"
            f" four sides interleaved, median of {p['repeats']}.", "",
            "| row | ours fp32 tok/s | CT2 fp32 tok/s | ours / CT2 fp32 | ours int8 tok/s | CT2 int8 tok/s |"
-           " ours / CT2 int8 | tokens fp32 = CT2 | tokens int8 = CT2 | our int8 = our fp32 |",
-           "|---|---:|---:|---:|---:|---:|---:|---|---|---|"]
+           " ours / CT2 int8 | tokens fp32 = CT2 | tokens int8 = CT2 | our int8 = our fp32 |"
+           " next token, same prefix: our int8 = our fp32 | CT2 int8 = CT2 fp32 |",
+           "|---|---:|---:|---:|---:|---:|---:|---|---|---|---:|---:|"]
     for name, r in peer["rows"].items():
         s = r["sides"]
         rows = lambda k: f"{r[k]['rows_equal']}/{r[k]['rows']} rows, {r[k]['token_agreement']:.1%}"  # noqa: E731
+        prefix = lambda a: "—" if a.get("same_prefix_agreement") is None else f"{a['same_prefix_agreement']:.1%}"  # noqa: E731
         out.append(f"| {name} | {s['ours fp32']['tokens_per_s']:.0f} | {s['CT2 fp32']['tokens_per_s']:.0f} |"
                    f" {r['ratio_fp32']:.2f}× | {s['ours int8']['tokens_per_s']:.0f} | {s['CT2 int8']['tokens_per_s']:.0f} |"
-                   f" {r['ratio_int8']:.2f}× | {rows('tokens_fp32')} | {rows('tokens_int8')} | {rows('int8_vs_fp32')} |")
+                   f" {r['ratio_int8']:.2f}× | {rows('tokens_fp32')} | {rows('tokens_int8')} | {rows('int8_vs_fp32')} |"
+                   f" {prefix(r['int8_vs_fp32'])} | {prefix(r['ct2_int8_vs_fp32'])} |")
     return out
 
 

@@ -16,8 +16,11 @@ GEMMs (nn/routes.py): each shape class is timed once per process on every kernel
 and the winner kept (`INT8_ROUTES`):
 
 - `fbgemm`: `quantized.linear_dynamic` over an fbgemm-packed W: it also rounds each call's
-  activations to 8 bits (one scale per call, `reduce_range` so AVX2's 16-bit pair sums cannot
-  saturate) and multiplies in integers — what CTranslate2's int8 does; the least exact;
+  activations to 8 bits (one scale per call) and multiplies in integers — what CTranslate2's int8
+  does; the least exact. AVX2's u8·s8 instruction sums pairs of products in 16 bits, which full
+  8-bit activations can saturate (2 · 255 · 127 > 32,767), so there the activations get 7 bits
+  (`reduce_range`); CPUs with VNNI sum in 32 bits and keep all 8. Which one this machine is, is
+  checked once per process on that worst case (`full_range_exact`), not read from a flag list;
 - `int8pack`: `torch._weight_int8pack_mm`, activations kept float32, W widened inside the kernel;
 - `dequant`: W widened to float32 on every call, then the BLAS product (the reference arithmetic,
   never fast: it writes a float32 W per call).
@@ -93,6 +96,23 @@ def _fbgemm_pack(q: torch.Tensor, s: torch.Tensor, b: torch.Tensor | None):
         return torch.ops.quantized.linear_prepack(wq, None if b is None else b.detach().float().contiguous())
 
 
+_FULL_RANGE: bool | None = None
+
+
+def full_range_exact() -> bool:
+    """Whether fbgemm's int8 product is exact here with full 8-bit activations (reduce_range off).
+
+    The worst case for a 16-bit pair sum: every activation at the top of its range (255 once
+    quantised) against weights at +127. Exact, y = K; saturated, about half of it."""
+    global _FULL_RANGE
+    if _FULL_RANGE is None:
+        K = 64
+        packed = _fbgemm_pack(torch.full((1, K), 127, dtype=torch.int8), torch.ones(1) / 127, None)
+        y = torch.ops.quantized.linear_dynamic(torch.ones(1, K), packed, False)
+        _FULL_RANGE = abs(y.item() - K) < 0.5
+    return _FULL_RANGE
+
+
 class LowPrecisionGemm:
     """y = x·W + b with W in bf16 or int8: the prepared step's GEMM for `precision` ≠ fp32.
 
@@ -120,7 +140,7 @@ class LowPrecisionGemm:
             xb = x2.to(torch.bfloat16)
             return (xb @ Wb if bb is None else torch.addmm(bb, xb, Wb)).float()
         if route == "fbgemm":
-            return torch.ops.quantized.linear_dynamic(x2, self._copy(route), True)
+            return torch.ops.quantized.linear_dynamic(x2, self._copy(route), not full_range_exact())
         q, s = self._copy(route)
         if route == "int8pack":
             y = torch._weight_int8pack_mm(x2, q, s)

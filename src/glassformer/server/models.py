@@ -11,6 +11,7 @@ walkthrough switches torch's default dtype, so two requests must never run a mod
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ import numpy as np
 import torch
 
 from ..errors import InputError
+from ..nn.prepared import prepared
 
 DEFAULT_MODEL = "walkthrough"
 # attention weights one trace may return (layers × heads × n²): MiniLM at 256 tokens is 4.7 M
@@ -42,6 +44,11 @@ class ModelRegistry:
         self.precision = precision
         self.max_tokens = max_tokens
         self._subjects: dict[str, Any] = {}
+        # one `prepared` scope per loaded model for the server's life (nn/prepared.py): a served model
+        # never trains, so its derived weights (fused, or quantised for --precision int8) are made on
+        # its first translation and kept, as they would be across a file's batches; an in-place edit
+        # of a weight still rebuilds them (their key holds each source's version)
+        self._scopes = contextlib.ExitStack()
         self._runs: dict[str, Path] = {}
         self.refresh()
 
@@ -80,7 +87,9 @@ class ModelRegistry:
     def _subject(self, name: str):
         if name not in self._subjects:
             from ..inspect.loader import load_subject
-            self._subjects[name] = load_subject("minilm" if name == "minilm" else str(self._runs[name]))
+            subject = load_subject("minilm" if name == "minilm" else str(self._runs[name]))
+            self._scopes.enter_context(prepared(subject.model))
+            self._subjects[name] = subject
         return self._subjects[name]
 
     def _check_length(self, n: int) -> None:
