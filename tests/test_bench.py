@@ -158,3 +158,18 @@ def test_same_prefix_agreement_by_hand():
     assert same_prefix_agreement([[1, 2, 3]], [[1, 2, 3]]) == 1.0
     assert same_prefix_agreement([[1, 2, 3]], [[1, 2]]) == 2 / 3  # one ended (</s>) where the other went on
     assert same_prefix_agreement([[5, 6], [1, 2, 3, 4]], [[7, 6], [1, 2, 3, 4]]) == 4 / 5
+
+
+def test_the_bound_streams_the_weights_a_step_reads():
+    """A batch-1 step reads one row of the position table (and of the token table when a separate
+    head projects to the vocabulary): the bound's pass leaves those tables out, counted by hand."""
+    from glassformer.bench.harness import step_weights
+    from glassformer.config import ModelConfig
+    from glassformer.nn import build_model
+    for tied in (True, False):
+        cfg = ModelConfig(arch="decoder", vocab_size=50, d_model=16, n_heads=2, n_layers=1, d_ff=32, pe="learned",
+                          max_len=40, tie_embeddings=tied)
+        model = build_model(cfg)
+        total = sum(p.numel() for p in model.parameters())
+        tables = 40 * 16 + (0 if tied else 50 * 16)
+        assert sum(p.numel() for p in step_weights(model)) == total - tables

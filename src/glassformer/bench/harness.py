@@ -119,18 +119,42 @@ def matmul_peak(n: int = 1024, dtype: torch.dtype = torch.float32, repeats: int 
     return out
 
 
+def step_weights(model: torch.nn.Module) -> list[torch.Tensor]:
+    """The parameters one batch-1 decode step must read whole: all but the tables it reads one row
+    of (the learned position table; the token table too when a separate head projects to the
+    vocabulary). Tied weights count once (`parameters()`)."""
+    cfg = getattr(model, "config", None)
+    rows_only = {"pos."} | ({"embed."} if cfg is not None and not cfg.tie_embeddings else set())
+    return [p for name, p in model.named_parameters() if not name.startswith(tuple(rows_only))]
+
+
 def weight_stream(model: torch.nn.Module, width: int = 1024) -> Callable[[], torch.Tensor]:
-    """One pass over every parameter of `model` as a matrix-vector product: the batch-1 decoding bound.
+    """One pass over the weights a decode step reads, as a matrix-vector product: the batch-1 bound.
 
     A decode step at batch 1 must read every weight once (issue 11); on a model larger than the
-    cache that read, not arithmetic, sets the time. All parameters are copied into one contiguous
-    (P / width, width) fp32 matrix, so the pass streams memory as fast as this machine can; the
-    returned call computes that matrix times a vector. Tied weights count once (`parameters()`).
+    cache that read, not arithmetic, sets the time. Those weights (`step_weights`) are copied into
+    one contiguous (P / width, width) fp32 matrix, so the pass streams memory as fast as this
+    machine can; the returned call computes that matrix times a vector.
     """
-    flat = torch.cat([p.detach().reshape(-1).float() for p in model.parameters()])
+    flat = torch.cat([p.detach().reshape(-1).float() for p in step_weights(model)])
     flat = torch.nn.functional.pad(flat, (0, -flat.numel() % width)).view(-1, width)
     v = torch.randn(width)
     return lambda: torch.mv(flat, v)
+
+
+def l3_bytes() -> int | None:
+    """The last-level cache of CPU 0 (sysfs), or None where it cannot be read."""
+    from pathlib import Path
+    sizes = []
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        try:
+            if int((index / "level").read_text()) == 3:
+                text = (index / "size").read_text().strip()
+                unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)
+                sizes.append(int(text.rstrip("KMG")) * unit)
+        except (OSError, ValueError):
+            continue
+    return max(sizes) if sizes else None
 
 
 @contextlib.contextmanager

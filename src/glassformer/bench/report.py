@@ -182,11 +182,20 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
                        f" {r['ratio']:.2f}× | (same runs' tokens) |")
         if "bound" in g.get("batch_1", {}):
             b = g["batch_1"]["bound"]
+            cache = ("" if b.get("l3_bytes") is None else
+                     f" The {b['weight_bytes'] / 1e6:.0f} MB of weights {'fit in' if b['in_cache'] else 'exceed'} the"
+                     f" {b['l3_bytes'] / 2 ** 20:.0f} MiB last-level cache"
+                     f"{': the pass is a cache bound, not a memory one' if b['in_cache'] else ''}.")
+            over = (" **Above 100%: the pass is not a bound on this machine in this run.**" if b["fraction"] > 1 else "")
+            unprepared = ("" if "fraction_unprepared" not in b else
+                          f" The same generation paying its weight copies itself (no prepared scope around it):"
+                          f" {b['decode_s_per_token_unprepared'] * 1e3:.2f} ms, {b['fraction_unprepared']:.0%}.")
             out += ["", f"Weight-streaming bound, measured interleaved with the batch-1 loop: one matrix-vector"
-                    f" pass over all parameters takes {b['stream_s_per_token'] * 1e3:.2f} ms"
-                    f" ({b['stream_GB_per_s']:.1f} GB/s); glassformer decodes a token in"
-                    f" {b['decode_s_per_token'] * 1e3:.2f} ms, **{b['fraction']:.0%} of the bound**"
-                    f" (HF GPT-2 {b['hf_fraction']:.0%}, from its own runs above)."]
+                    f" pass over the weights a step reads whole (all but the position table) takes"
+                    f" {b['stream_s_per_token'] * 1e3:.2f} ms ({b['stream_GB_per_s']:.1f} GB/s); glassformer decodes"
+                    f" a token in {b['decode_s_per_token'] * 1e3:.2f} ms with its weights prepared once,"
+                    f" **{b['fraction']:.0%} of the bound** (HF GPT-2 {b['hf_fraction']:.0%}, from its own runs"
+                    f" above).{unprepared}{cache}{over}"]
         c = g["cache_vs_no_cache"]
         out += ["", f"KV cache vs recomputing the prefix each step (batch 1, {p['new_tokens']} tokens):"
                 f" {c['cache']['rate']:.0f} vs {c['no cache']['rate']:.0f} tokens/s, {c['ratio']:.1f}×,"
