@@ -322,3 +322,36 @@ def test_left_padded_llama_tokens_identical_to_hf(beams, monkeypatch):
                         padding_mask=ids == 0)
     assert calls.module == 1 and calls.prepared == got.shape[1] - ids.shape[1] - 1
     assert torch.equal(got, ref)
+
+
+def test_a_model_that_outgrows_the_cache_times_its_routes_on_weights_from_memory(monkeypatch):
+    """Where the weights outgrow the last-level cache (here: a cache said to be 256 KiB), each route
+    is timed cycling over distinct copies of W in its layout, twice the cache's worth (`_time_cold`):
+    every copy is read once, all routes are timed, and the step still gives HF GPT-2's logits."""
+    monkeypatch.setattr(decode_gemm, "FORCE", None)
+    monkeypatch.delenv("GLASSFORMER_GEMM", raising=False)
+    monkeypatch.setattr(decode_gemm, "last_level_cache_bytes", lambda: 256 << 10)
+    monkeypatch.setattr(decode_step, "last_level_cache_bytes", lambda: 256 << 10)
+    for key in list(decode_gemm._TABLE):
+        monkeypatch.delitem(decode_gemm._TABLE, key)
+    ours, hf = gpt2_pair(width=384, heads=6, layers=1)
+    read = []
+    real_addmm = torch.addmm
+    monkeypatch.setattr(torch, "addmm", lambda b, x, W, **kw: read.append(W.data_ptr()) or real_addmm(b, x, W, **kw))
+    ids = torch.randint(1, VOCAB, (1, 5))
+    with torch.inference_mode(), prepared(ours):
+        cache = ours.new_cache(16)
+        ours(ids, cache=cache)
+        step = DecodeStep(ours, steps=16)
+        assert all(g.streams for g in (step.layers[0].W_1, step.layers[0].W_2, step.head))
+        read.clear()
+        got = step(torch.tensor([7]), cache)
+    W_1 = step.layers[0].W_1.W  # 384 × 1536 floats = 2.25 MiB: 2 × 256 KiB / 2.25 MiB + 1 → 2 copies, 3 calls
+    ours_weights = {p.data_ptr() for p in ours.parameters()}
+    copies = {p for p in read if p not in ours_weights}
+    assert len(copies) >= 2  # the BLAS route's timings read distinct copies, not the model's W
+    monkeypatch.setattr(torch, "addmm", real_addmm)
+    ref = hf(torch.cat([ids, torch.tensor([[7]])], dim=1)).logits[:, -1]
+    assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+    key = (*shape_class(1, W_1), True)
+    assert set(decode_gemm._TIMINGS[key]) == set(decode_gemm.DECODE_ROUTES) and decode_gemm._TABLE[key]

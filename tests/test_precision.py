@@ -6,8 +6,8 @@ or W rounded to bf16). Weights are perturbed away from the initialisation (gains
 Tolerances, relative to the largest |logit| of the step:
 - int8 weight-only kernels (int8pack, dequant) against the hand-dequantised model: 1e-4 (float32
   rounding: the same arithmetic);
-- fbgemm (activations rounded to 7 bits too, `reduce_range`) against the hand-dequantised model
-  and against fp32: 12% (measured up to 8.5%: these perturbed random models amplify rounding);
+- fbgemm (activations rounded to 8 bits too, 7 where the CPU's sums could saturate) against the
+  hand-dequantised model and against fp32: 12% (measured up to 8.5%: these perturbed random models amplify rounding);
 - the weight-only int8 kernels against fp32: 8%; bf16 against fp32 and the bf16-rounded model: 4%.
 Greedy agreement is measured on small trained models (random ones decide by near-ties).
 """
