@@ -210,16 +210,22 @@ def closing(doc: dict, before: dict[str, str]) -> str:
 SINCE = "\n\nSince then, re-measured under issue 28 §2's learning-rate sweep"
 
 
-def swept_status(base_status: str, rows: list[dict]) -> str:
+def swept_status(base_status: str, rows: list[dict], added: set[str]) -> str:
     """The base page's status paragraph up to its own "Since then" part, and that part anew: every row
-    whose setup says the §2 sweep, with its wall time, and what the other rows still used."""
+    taken from a run folder (`added`), with its wall time, which of them chose their rates by the §2
+    sweep, and what the other rows still used."""
     head = base_status.split(SINCE)[0]
-    swept = [r for r in rows if SWEEP_WORDS in r["setup"]]
-    if not swept:
+    folders = [r for r in rows if r["id"] in added]
+    if not folders:
         return head
+    swept = [r for r in folders if SWEEP_WORDS in r["setup"] or "peak rate per arm" in r["setup"]
+             or "from the sweep" in r["setup"]]
+    fixed = [r for r in folders if r not in swept]
     return (head + SINCE + " (" + SWEEP_WORDS + "), one `glassformer ablate ID --out DIR` each from an empty cache, "
             "one thread, while other jobs shared this 2-core machine (wall seconds), replacing the rows above: "
             + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in swept)
+            + (". Re-measured the same way, with no learning rate to choose (a fixed rate or none): "
+               + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in fixed) if fixed else "")
             + ". Their folders are docs/claims/measured/ROW/. Every other row that sweeps a rate was measured under "
             "the earlier sweep (3 rates, 1 seed, chosen on training loss: it chose its top rate, 3e-3, for nearly "
             "every arm) and waits for the full rerun (`make claims`).")
@@ -282,7 +288,7 @@ def main() -> None:
                 shutil.copyfile(d / "claims" / file, DOCS / "claims" / file)
     rows = [r for i in EXPERIMENTS for r in rows if r["id"] == i]
     if base is not None:
-        status = swept_status(base["header"]["status"], rows)
+        status = swept_status(base["header"]["status"], rows, added)
     else:
         status = first_status(rows, added, remeasured)
     header = {"title": "Do the seeds' claims hold? — `glassformer ablate`", "status": status,

@@ -12,8 +12,8 @@ imports the HF model (`interop.from_hf`), CTranslate2 converts the folder with i
 Each row times four sides interleaved (harness.interleaved: ABBA order, medians) — ours fp32,
 CTranslate2 fp32, ours int8, CTranslate2 int8 — with CTranslate2's `intra_threads` = torch's thread
 count and one translator thread. CTranslate2 runs in a worker process of its own (bench/ct2_worker.py:
-in torch's process its OpenMP runtime halved torch's speed, and torch's its own), timed by its own
-clock around each call. Ratios are our tokens/s over theirs at the same precision; the
+in torch's process its OpenMP runtime cost torch about half its speed, and CTranslate2 was slower
+there too), timed by its own clock around each call. Ratios are our tokens/s over theirs at the same precision; the
 tokens are compared (fp32 with fp32, int8 with int8, and our int8 with our fp32).
 
 CTranslate2's int8 is quantised when the float32 model is loaded (`compute_type="int8"`): it is

@@ -124,12 +124,18 @@ def minilm_readings(n_sentences: int) -> list[dict[str, list[float]]]:
         special = (ids[0] == tok.cls_id) | (ids[0] == tok.sep_id)
         with torch.no_grad():
             out.append(layer_readings(model, ids, "enc", special))
-    for i, r in enumerate(out):
-        other = out[(i + 1) % len(out)]["vectors"]
+    return _with_cross(out)
+
+
+def _with_cross(readings: list[dict]) -> list[dict]:
+    """Each reading gains "cross": per layer, the mean cosine between its token vectors and the next
+    reading's (the last paired with the first); the vectors themselves are dropped."""
+    for i, r in enumerate(readings):
+        other = readings[(i + 1) % len(readings)]["vectors"]
         r["cross"] = [cross_cosine(h, g) for h, g in zip(r["vectors"], other)]
-    for r in out:
+    for r in readings:
         del r["vectors"]
-    return out
+    return readings
 
 
 def trained_lm(ctx: Context, seed: int) -> torch.nn.Module:
@@ -157,11 +163,14 @@ def trained_lm(ctx: Context, seed: int) -> torch.nn.Module:
 
 
 def lm_readings(ctx: Context, seed: int, n_windows: int) -> list[dict[str, list[float]]]:
-    """layer_readings of the seed's trained LM on fixed held-out windows, one window per pass."""
+    """layer_readings of the seed's trained LM on fixed held-out windows, one window per pass, with
+    "cross" (per layer, the mean cosine between this window's token vectors and the next window's:
+    the anisotropy baseline, as for MiniLM)."""
     model = trained_lm(ctx, seed)
     windows = CharTextTask().batches(1, n_windows, seed=4242)[0][0]
     with torch.no_grad():
-        return [layer_readings(model, w[None], "dec") for w in windows]
+        return _with_cross([layer_readings(model, w[None], "dec", torch.zeros(len(w), dtype=torch.bool))
+                            for w in windows])
 
 
 LM_SETUP = (f"the {LM_LAYERS}-layer character LM of fortunes-en (decoder-only, Post-LN, d_model 64, 4 heads, "

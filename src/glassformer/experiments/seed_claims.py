@@ -157,8 +157,8 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
       rows=("attention-cost",)),
     S("convergence", "seed 000 §7.4", "所有词对之间的相似度都上升了", "every pair of words becomes more similar",
       rows=("representation-convergence",),
-      why="both main checks decide: MiniLM's with the cross-sentence (anisotropy) change subtracted, and the trained "
-          "LM's (no baseline yet: it needs the LM retrained). MiniLM (all-MiniLM-L6-v2) is a contrastively trained "
+      why="both main checks decide, each with the anisotropy change subtracted: MiniLM's (the cross-sentence "
+          "cosine) and the trained LM's (the cosine between two held-out windows). MiniLM (all-MiniLM-L6-v2) is a contrastively trained "
           "sentence encoder, not a plain MLM: its last layer pushes different sentences apart (the cross-sentence "
           "cosine falls back there), so the side check at layer 5 is shown beside it"),
     S("locality", "seed 000 §2.6", "浅层（接近输入的层）的头更多关注局部模式，深层（接近输出的层）的头更多关注全局/抽象模式",
