@@ -349,9 +349,12 @@ def test_a_model_that_outgrows_the_cache_times_its_routes_on_weights_from_memory
     W_1 = step.layers[0].W_1.W  # 384 × 1536 floats = 2.25 MiB: 2 × 256 KiB / 2.25 MiB + 1 → 2 copies, 3 calls
     ours_weights = {p.data_ptr() for p in ours.parameters()}
     copies = {p for p in read if p not in ours_weights}
-    assert len(copies) >= 2  # the BLAS route's timings read distinct copies, not the model's W
     monkeypatch.setattr(torch, "addmm", real_addmm)
     ref = hf(torch.cat([ids, torch.tensor([[7]])], dim=1)).logits[:, -1]
     assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+    if not routes.onednn_available():  # GLASSFORMER_ONEDNN=0 (the portability leg): BLAS, nothing to time
+        assert step.layers[0].W_1.route == "blas"
+        return
+    assert len(copies) >= 2  # the BLAS route's timings read distinct copies, not the model's W
     key = (*shape_class(1, W_1), True)
     assert set(decode_gemm._TIMINGS[key]) == set(decode_gemm.DECODE_ROUTES) and decode_gemm._TABLE[key]
