@@ -93,10 +93,11 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
     what a generation pays once (fused and contiguous weight copies) is not a per-token cost; the
     same generation without the scope, on a copy of the model (scopes are per module), is timed
     too (`decode_s_per_token_unprepared`). `decode_of(model)` gives the generation to time. The pass
-    streams only the weights a step reads whole (`harness.step_weights`). Where the last-level
-    cache holds them the pass is not a memory bound, and the result says so (`in_cache`)."""
+    streams only the weights a step reads whole (`harness.step_weights`), by the fastest read this
+    machine has (`harness.weight_stream`). Where the last-level cache holds them the pass is not a
+    memory bound, and the result says so (`in_cache`)."""
     from ..nn.prepared import prepared
-    stream = weight_stream(model)
+    kernel, stream = weight_stream(model)
 
     def passes():  # one pass per generated token: the same work, at the memory's speed
         for _ in range(new_tokens):
@@ -113,7 +114,7 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
     return {"stream_s_per_token": per_token["stream"], "decode_s_per_token": per_token["decode"],
             "decode_s_per_token_unprepared": per_token["decode, unprepared"],
             "stream_GB_per_s": weight_bytes / per_token["stream"] / 1e9, "weight_bytes": weight_bytes,
-            "l3_bytes": l3, "in_cache": l3 is not None and weight_bytes <= l3,
+            "l3_bytes": l3, "in_cache": l3 is not None and weight_bytes <= l3, "stream_kernel": kernel,
             "fraction": per_token["stream"] / per_token["decode"],
             "fraction_unprepared": per_token["stream"] / per_token["decode, unprepared"],
             "hf_fraction": per_token["stream"] / hf_per_token}

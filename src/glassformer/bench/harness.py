@@ -128,18 +128,35 @@ def step_weights(model: torch.nn.Module) -> list[torch.Tensor]:
     return [p for name, p in model.named_parameters() if not name.startswith(tuple(rows_only))]
 
 
-def weight_stream(model: torch.nn.Module, width: int = 1024) -> Callable[[], torch.Tensor]:
-    """One pass over the weights a decode step reads, as a matrix-vector product: the batch-1 bound.
+def weight_stream(model: torch.nn.Module, width: int = 1024) -> tuple[str, Callable[[], torch.Tensor]]:
+    """(kernel, call): one pass over the weights a decode step reads, the fastest way this machine has.
 
     A decode step at batch 1 must read every weight once (issue 11); on a model larger than the
     cache that read, not arithmetic, sets the time. Those weights (`step_weights`) are copied into
-    one contiguous (P / width, width) fp32 matrix, so the pass streams memory as fast as this
-    machine can; the returned call computes that matrix times a vector.
+    one contiguous (P / width, width) fp32 matrix and read by each of: torch.mv (what this bound
+    used alone until 2026-12-03), oneDNN's matrix-vector product, and a plain sum. The fastest of
+    them (best of 3) is the bound: on the AVX-512 EPYC at 2 threads torch.mv read the GPT-2-size
+    LM's 55 MB at 17 GB/s, the sum and oneDNN at 32–38 GB/s, so torch.mv's pass was no bound.
     """
+    from ..nn.routes import onednn_available, onednn_linear
+
     flat = torch.cat([p.detach().reshape(-1).float() for p in step_weights(model)])
     flat = torch.nn.functional.pad(flat, (0, -flat.numel() % width)).view(-1, width)
     v = torch.randn(width)
-    return lambda: torch.mv(flat, v)
+    passes = {"torch.mv": lambda: torch.mv(flat, v), "sum": flat.sum}
+    if onednn_available():
+        passes["oneDNN matrix-vector"] = lambda: onednn_linear(v[None], flat, None)
+    best = {}
+    for name, run in passes.items():
+        run()
+        times = []
+        for _ in range(3):
+            t = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - t)
+        best[name] = min(times)
+    name = min(best, key=best.get)
+    return name, passes[name]
 
 
 def l3_bytes() -> int | None:
