@@ -8,6 +8,7 @@ or W in low precision (nn/precision.py).
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 
@@ -164,7 +165,7 @@ class _Gemm:
                 if route == "onednn_blocked":
                     copies = [_REORDER(c, rows) for c in copies]
                 call = lambda Pj: onednn_linear(x2, Pj, b)  # noqa: E731
-            turn = iter(range(1 << 62))
+            turn = itertools.count()
             best.update(routes.fastest({route: lambda: call(copies[next(turn) % count])},
                                        trials=max(routes._TRIALS, count)))
             del copies
