@@ -17,7 +17,7 @@ import copy
 
 import torch
 
-from .harness import compare, interleaved, l3_bytes, step_weights, top_ops, weight_stream
+from .harness import compare, interleaved, step_weights, top_ops, weight_stream
 
 FULL = dict(n_layer=6, n_embd=384, n_head=6, vocab=8000, prompt=8, new_tokens=256, batches=(1, 8), repeats=3,
             cache_repeats=3)
@@ -96,6 +96,7 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
     streams only the weights a step reads whole (`harness.step_weights`), by the fastest read this
     machine has (`harness.weight_stream`). Where the last-level cache holds them the pass is not a
     memory bound, and the result says so (`in_cache`)."""
+    from ..nn.decode_gemm import last_level_cache_bytes
     from ..nn.prepared import prepared
     kernel, stream = weight_stream(model)
 
@@ -109,7 +110,7 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
                         max(repeats, 5), warmup=1)  # at least 5: three sides drift apart over a few seconds
     per_token = {name: timing.median / new_tokens for name, timing in t.items()}
     weight_bytes = 4 * sum(p.numel() for p in step_weights(model))
-    l3 = l3_bytes()
+    l3 = last_level_cache_bytes(default=None)  # the size the decode step itself goes by
     hf_per_token = res["HF GPT-2"]["median_s"] / new_tokens
     return {"stream_s_per_token": per_token["stream"], "decode_s_per_token": per_token["decode"],
             "decode_s_per_token_unprepared": per_token["decode, unprepared"],

@@ -135,10 +135,10 @@ def weight_stream(model: torch.nn.Module, width: int = 1024) -> tuple[str, Calla
     cache that read, not arithmetic, sets the time. Those weights (`step_weights`) are copied into
     one contiguous (P / width, width) fp32 matrix and read by each of: torch.mv (what this bound
     used alone until 2026-12-03), oneDNN's matrix-vector product, and a plain sum. The fastest of
-    them (best of 3) is the bound: on the AVX-512 EPYC at 2 threads torch.mv read the GPT-2-size
+    them (`routes.fastest`: best of 3, interleaved) is the bound: on the AVX-512 EPYC at 2 threads torch.mv read the GPT-2-size
     LM's 55 MB at 17 GB/s, the sum and oneDNN at 32–38 GB/s, so torch.mv's pass was no bound.
     """
-    from ..nn.routes import onednn_available, onednn_linear
+    from ..nn.routes import fastest, onednn_available, onednn_linear
 
     flat = torch.cat([p.detach().reshape(-1).float() for p in step_weights(model)])
     flat = torch.nn.functional.pad(flat, (0, -flat.numel() % width)).view(-1, width)
@@ -146,32 +146,9 @@ def weight_stream(model: torch.nn.Module, width: int = 1024) -> tuple[str, Calla
     passes = {"torch.mv": lambda: torch.mv(flat, v), "sum": flat.sum}
     if onednn_available():
         passes["oneDNN matrix-vector"] = lambda: onednn_linear(v[None], flat, None)
-    best = {}
-    for name, run in passes.items():
-        run()
-        times = []
-        for _ in range(3):
-            t = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - t)
-        best[name] = min(times)
+    best = fastest(passes)
     name = min(best, key=best.get)
     return name, passes[name]
-
-
-def l3_bytes() -> int | None:
-    """The last-level cache of CPU 0 (sysfs), or None where it cannot be read."""
-    from pathlib import Path
-    sizes = []
-    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
-        try:
-            if int((index / "level").read_text()) == 3:
-                text = (index / "size").read_text().strip()
-                unit = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)
-                sizes.append(int(text.rstrip("KMG")) * unit)
-        except (OSError, ValueError):
-            continue
-    return max(sizes) if sizes else None
 
 
 @contextlib.contextmanager

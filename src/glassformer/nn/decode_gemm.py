@@ -64,8 +64,8 @@ def cheapest(per_call: dict[str, float], builds: dict[str, float], steps: int | 
     return min(per_call, key=lambda name: per_call[name] + builds.get(name, 0.0) / max(steps, 1))
 
 
-def last_level_cache_bytes() -> int:
-    """This CPU's last-level cache (Linux sysconf), or 32 MiB where the system does not say."""
+def last_level_cache_bytes(default: int | None = 32 << 20) -> int | None:
+    """This CPU's last-level cache (Linux sysconf), or `default` where the system does not say."""
     for name in ("SC_LEVEL3_CACHE_SIZE", "SC_LEVEL2_CACHE_SIZE"):
         try:
             size = os.sysconf(name)
@@ -73,7 +73,7 @@ def last_level_cache_bytes() -> int:
             size = 0
         if size > 0:
             return size
-    return 32 << 20
+    return default
 
 
 def _packed(owner: nn.Module, name: str, W: torch.Tensor, rows: int | None = None) -> torch.Tensor:

@@ -36,6 +36,7 @@ generation's `prepared` scope and dropped with it, so an optimizer step is never
 
 from __future__ import annotations
 
+import functools
 import warnings
 
 import torch
@@ -96,21 +97,16 @@ def _fbgemm_pack(q: torch.Tensor, s: torch.Tensor, b: torch.Tensor | None):
         return torch.ops.quantized.linear_prepack(wq, None if b is None else b.detach().float().contiguous())
 
 
-_FULL_RANGE: bool | None = None
-
-
+@functools.lru_cache(maxsize=1)
 def full_range_exact() -> bool:
     """Whether fbgemm's int8 product is exact here with full 8-bit activations (reduce_range off).
 
     The worst case for a 16-bit pair sum: every activation at the top of its range (255 once
     quantised) against weights at +127. Exact, y = K; saturated, about half of it."""
-    global _FULL_RANGE
-    if _FULL_RANGE is None:
-        K = 64
-        packed = _fbgemm_pack(torch.full((1, K), 127, dtype=torch.int8), torch.ones(1) / 127, None)
-        y = torch.ops.quantized.linear_dynamic(torch.ones(1, K), packed, False)
-        _FULL_RANGE = abs(y.item() - K) < 0.5
-    return _FULL_RANGE
+    K = 64
+    packed = _fbgemm_pack(torch.full((1, K), 127, dtype=torch.int8), torch.ones(1) / 127, None)
+    y = torch.ops.quantized.linear_dynamic(torch.ones(1, K), packed, False)
+    return abs(y.item() - K) < 0.5
 
 
 class LowPrecisionGemm:
