@@ -77,6 +77,11 @@ def test_quick_same_numbers_as_references(quick):
         assert g[key]["identical_tokens"], key  # same greedy tokens as HF GPT-2
         assert g[key]["new_tokens"] == g["params"]["new_tokens"]
     assert g["cache_vs_no_cache"]["identical_tokens"]
+    # the bound's decomposition times the step's products (issue 29): per layer W_QKV, W_O, W_1, W_2,
+    # then the tied head, counted by hand for the quick model (d_model 64, d_ff 256, 2 layers, vocab 500)
+    b = g["batch_1"]["bound"]
+    assert b["product_bytes"] == 4 * (2 * (64 * 192 + 64 * 64 + 64 * 256 + 256 * 64) + 64 * 500)
+    assert b["products_s_per_token"] > 0 and b["matrix_sums_s_per_token"] > 0
 
 
 def test_quick_peer_rows_against_ctranslate2(quick):

@@ -12,7 +12,7 @@ from glassformer.config import ModelConfig
 from glassformer.generate import Stepper, generate
 from glassformer.interop import from_hf
 from glassformer.nn import build_model
-from glassformer.nn import decode_gemm, decode_step, routes
+from glassformer.nn import decode_gemm, decode_step, gemv, routes
 from glassformer.nn.decode_step import DecodeStep, supports
 from glassformer.nn.prepared import prepared
 from glassformer.nn.routes import TABLE, shape_class
@@ -30,12 +30,12 @@ def gpt2_pair(width=96, heads=3, layers=3):
     return from_hf(hf).eval(), hf
 
 
-@pytest.mark.parametrize("route", ["auto", "blas", "onednn", "onednn_packed", "onednn_blocked"])
+@pytest.mark.parametrize("route", ["auto", "blas", "onednn", "onednn_packed", "onednn_blocked", "gemv"])
 def test_step_logits_equal_hf_gpt2_on_every_route(route, monkeypatch):
     """Each prepared step's logits equal HF's forward over the whole sequence (last position).
     (Without oneDNN, as with GLASSFORMER_ONEDNN=0, a forced 'onednn' falls back to BLAS.)"""
-    if route.startswith("onednn_"):  # the decode step's own routes: oneDNN over a (out, in) copy of W
-        # or over oneDNN's blocked layout of it
+    if route.startswith("onednn_") or route == "gemv":  # the decode step's own routes: oneDNN over a
+        # (out, in) copy of W or over oneDNN's blocked layout of it; glassformer's kernel (nn/gemv.py)
         monkeypatch.setattr(decode_gemm, "FORCE", route)
     else:
         monkeypatch.setenv("GLASSFORMER_GEMM", route)
@@ -55,6 +55,9 @@ def test_step_logits_equal_hf_gpt2_on_every_route(route, monkeypatch):
             ref = hf(seq).logits[:, -1]
             assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
     assert cache.length == seq.shape[1]
+    if route == "gemv" and gemv.available():  # taken, not silently BLAS (make setup builds the kernel, and
+        # tests/test_gemv.py fails where it did not; GLASSFORMER_GEMV=off, the portability leg, keeps BLAS)
+        assert {g.route for g in (step.layers[0].qkv, step.layers[1].W_2, step.head)} == {"gemv"}
 
 
 @pytest.mark.parametrize("batch", [1, 3])
@@ -133,7 +136,7 @@ def test_python_work_per_step_does_not_grow_with_the_cache():
     assert calls_of_one_step(6) == calls_of_one_step(120)
 
 
-@pytest.mark.parametrize("route", ["blas", "onednn_packed", "onednn_blocked"])
+@pytest.mark.parametrize("route", ["blas", "onednn_packed", "onednn_blocked", "gemv"])
 def test_prepared_copies_follow_a_weight_changed_in_place(route, monkeypatch):
     """The copies the step keeps inside one `prepared` scope (the contiguous tied W_U, a packed W)
     are rebuilt when a weight changes in place there (a new version of the same storage): the next
@@ -188,7 +191,7 @@ def test_a_copy_of_W_is_made_only_where_the_generation_pays_it_back(monkeypatch)
                 monkeypatch.delitem(decode_gemm._TABLE, key)
             # the timings every shape class of this model would measure, seeded: the choice is arithmetic
             for gemm in (step.layers[0].qkv, step.layers[0].W_O, step.layers[0].W_1, step.layers[0].W_2, step.head):
-                key = (*shape_class(1, gemm.W), gemm.streams)
+                key = (*shape_class(1, gemm.W), gemm.streams, gemv.usable(torch.zeros(1, gemm.W.shape[0]), gemm.W))
                 monkeypatch.setitem(decode_gemm._TABLE, key, "onednn_blocked")
                 monkeypatch.setitem(decode_gemm._TIMINGS, key, call)
                 monkeypatch.setitem(decode_gemm._BUILDS, key, build)
@@ -356,5 +359,8 @@ def test_a_model_that_outgrows_the_cache_times_its_routes_on_weights_from_memory
         assert step.layers[0].W_1.route == "blas"
         return
     assert len(copies) >= 2  # the BLAS route's timings read distinct copies, not the model's W
-    key = (*shape_class(1, W_1), True)
-    assert set(decode_gemm._TIMINGS[key]) == set(decode_gemm.DECODE_ROUTES) and decode_gemm._TABLE[key]
+    with torch.no_grad():  # glassformer's kernel is timed beside them where built
+        own = gemv.usable(torch.zeros(1, W_1.shape[0]), W_1)
+    key = (*shape_class(1, W_1), True, own)
+    assert set(decode_gemm._TIMINGS[key]) == set(decode_gemm.DECODE_ROUTES) | ({"gemv"} if own else set())
+    assert decode_gemm._TABLE[key]

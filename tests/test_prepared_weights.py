@@ -174,7 +174,7 @@ def test_outputs_after_an_update_equal_a_fresh_model(arch, update):
     assert_same(model)
 
 
-@pytest.mark.parametrize("route", decode_gemm.DECODE_ROUTES)
+@pytest.mark.parametrize("route", decode_gemm.DECODE_ROUTES + ("gemv",))
 def test_decode_routes_keep_no_copy_across_training(route, monkeypatch):
     """The routes that keep a (out, in) copy or oneDNN's blocked layout of W: generate, train with
     fused AdamW, generate again — every copy is of the weights as they are now."""

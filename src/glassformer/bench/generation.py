@@ -86,6 +86,16 @@ def run(quick: bool = False) -> dict:
     return out
 
 
+def step_products(model) -> list:
+    """The products of one batch-1 decode step of a decoder-only model, in the step's order (per
+    layer W_QKV, W_O, W_1, W_2; then the head), each a `_Gemm` on the route the generations before
+    measured for it (nn/decode_gemm.py), with an input row of its width."""
+    from ..nn.decode_step import DecodeStep
+    step = DecodeStep(model)
+    gemms = [g for layer in step.layers for g in (layer.qkv, layer.W_O, layer.W_1, layer.W_2)] + [step.head]
+    return [(g, torch.randn(1, g.W.shape[0])) for g in gemms]
+
+
 def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) -> dict:
     """Batch-1 decoding as a fraction of the weight-streaming bound, both timed interleaved.
 
@@ -95,7 +105,14 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
     too (`decode_s_per_token_unprepared`). `decode_of(model)` gives the generation to time. The pass
     streams only the weights a step reads whole (`harness.step_weights`), by the fastest read this
     machine has (`harness.weight_stream`). Where the last-level cache holds them the pass is not a
-    memory bound, and the result says so (`in_cache`)."""
+    memory bound, and the result says so (`in_cache`).
+
+    Where the time between the pass and the loop goes, measured in the same rounds: the step's
+    products alone, one after another on their routes with nothing between them (`step_products`),
+    and a sum over each of their matrices in the same order (the pass, cut into the step's pieces).
+    The loop minus the products is what lies between them (attention, norms, activation, residual
+    adds, Python); the products over the per-matrix sums is how near their kernels read at the
+    speed of memory."""
     from ..nn.decode_gemm import last_level_cache_bytes
     from ..nn.prepared import prepared
     kernel, stream = weight_stream(model)
@@ -106,8 +123,22 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
 
     twin = copy.deepcopy(model)
     with prepared(model):
-        t = interleaved({"decode": decode_of(model), "stream": passes, "decode, unprepared": decode_of(twin)},
-                        max(repeats, 5), warmup=1)  # at least 5: three sides drift apart over a few seconds
+        decode_of(model)()  # every product's route measured (the loop's first step does it otherwise)
+        products = step_products(model)
+
+        def products_alone():
+            for _ in range(new_tokens):
+                for gemm, x in products:
+                    gemm(x, None)
+
+        def matrix_sums():
+            for _ in range(new_tokens):
+                for gemm, _x in products:
+                    gemm.W.sum()
+
+        t = interleaved({"decode": decode_of(model), "stream": passes, "decode, unprepared": decode_of(twin),
+                         "products": products_alone, "matrix sums": matrix_sums},
+                        max(repeats, 5), warmup=1)  # at least 5: the sides drift apart over a few seconds
     per_token = {name: timing.median / new_tokens for name, timing in t.items()}
     weight_bytes = 4 * sum(p.numel() for p in step_weights(model))
     l3 = last_level_cache_bytes(default=None)  # the size the decode step itself goes by
@@ -117,6 +148,9 @@ def streaming_bound(model, decode_of, new_tokens: int, res: dict, repeats: int) 
             "stream_GB_per_s": weight_bytes / per_token["stream"] / 1e9, "weight_bytes": weight_bytes,
             "l3_bytes": l3, "in_cache": l3 is not None and weight_bytes <= l3, "stream_kernel": kernel,
             "fraction": per_token["stream"] / per_token["decode"],
+            "products_s_per_token": per_token["products"], "matrix_sums_s_per_token": per_token["matrix sums"],
+            "product_bytes": 4 * sum(gemm.W.numel() for gemm, _x in products),
+            "product_routes": sorted({gemm.route for gemm, _x in products}),
             "fraction_unprepared": per_token["stream"] / per_token["decode, unprepared"],
             "hf_fraction": per_token["stream"] / hf_per_token}
 

@@ -197,6 +197,17 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
                     f" a token in {b['decode_s_per_token'] * 1e3:.2f} ms with its weights prepared once,"
                     f" **{b['fraction']:.0%} of the bound** (HF GPT-2 {b['hf_fraction']:.0%}, from its own runs"
                     f" above).{unprepared}{cache}{over}"]
+            if "products_s_per_token" in b:
+                prod, sums, dec = b["products_s_per_token"], b["matrix_sums_s_per_token"], b["decode_s_per_token"]
+                out += ["", f"Where the rest goes (same rounds): the step's {b['product_bytes'] / 1e6:.0f} MB of"
+                        f" products alone, one after another on their routes ({', '.join(b['product_routes'])})"
+                        f" with nothing between them, take {prod * 1e3:.2f} ms a token"
+                        f" ({b['product_bytes'] / prod / 1e9:.1f} GB/s); a sum over each of their matrices in the"
+                        f" same order {sums * 1e3:.2f} ms ({b['product_bytes'] / sums / 1e9:.1f} GB/s). So the"
+                        f" pass cut into the step's pieces costs {sums / b['stream_s_per_token']:.2f}× the pass,"
+                        f" the products read at {sums / prod:.0%} of the sums' speed, and what lies between them"
+                        f" (attention, norms, activation, residual adds, Python) takes"
+                        f" {(dec - prod) * 1e3:.2f} ms a token ({(dec - prod) / dec:.0%} of the loop)."]
         c = g["cache_vs_no_cache"]
         out += ["", f"KV cache vs recomputing the prefix each step (batch 1, {p['new_tokens']} tokens):"
                 f" {c['cache']['rate']:.0f} vs {c['no cache']['rate']:.0f} tokens/s, {c['ratio']:.1f}×,"
@@ -242,15 +253,16 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
             out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {timed} | {r.get('onednn_us', '')} |"
                        f" {r.get('blas_us', '')} | {r['winner']} |")
     if results.get("decode_routes"):
-        out += ["", "## Decode-step GEMM routes (`nn/decode_gemm.py`: best of 3 per route, W evicted from the"
-                " cache first where the model outgrows it)", "",
+        out += ["", "## Decode-step GEMM routes (`nn/decode_gemm.py`: best of 3 per route; where the model"
+                " outgrows the cache, each route timed cycling over copies of W twice the cache's size;"
+                " glassformer's GEMV kernel, nn/gemv.py, where it was built)", "",
                 "| rows ≤ | K | N | threads | W from memory | BLAS µs | oneDNN µs | oneDNN packed µs | oneDNN blocked µs"
-                " | faster |",
-                "|---:|---:|---:|---:|---|---:|---:|---:|---:|---|"]
+                " | glassformer GEMV µs | faster |",
+                "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|"]
         for r in results["decode_routes"]:
             out.append(f"| {r['rows']} | {r['K']} | {r['N']} | {r['threads']} | {'yes' if r['streams'] else 'no'} |"
                        f" {r.get('blas_us', '')} | {r.get('onednn_us', '')} | {r.get('onednn_packed_us', '')} |"
-                       f" {r.get('onednn_blocked_us', '')} | {r['winner']} |")
+                       f" {r.get('onednn_blocked_us', '')} | {r.get('gemv_us', '')} | {r['winner']} |")
     if results.get("int8_routes"):
         out += ["", "## int8 kernels (`nn/precision.py`: best of 3 per kernel on each shape class)", "",
                 "| rows ≤ | K | N | threads | fbgemm µs | int8pack µs | dequant µs | faster |",

@@ -15,7 +15,7 @@ import time
 import torch
 from torch import nn
 
-from . import routes
+from . import gemv as own_gemv, routes
 from .common import _onednn_ok, onednn_linear
 from .precision import LowPrecisionGemm
 from .prepared import derived, drop as drop_derived
@@ -42,6 +42,12 @@ from .routes import shape_class
 # ~5.7 ms: over a 48-token generation that is a loss of ~5 ms per layer, the plain copy (~1.3 ms) a gain.
 _REORDER = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None) if torch.backends.mkldnn.is_available() else None
 DECODE_ROUTES = ("blas", "onednn", "onednn_packed") + (("onednn_blocked",) if _REORDER is not None else ())
+# `gemv`: glassformer's own matrix-vector kernel (nn/gemv.py), a route where it was built, for products
+# of at most GEMV_ROWS rows: it reads W once and multiplies each row by it with no blocking for reuse,
+# so it wins where a step streams W (the AVX-512 EPYC at 2 threads, 1 row: 86.6 µs against oneDNN's
+# 125 and BLAS's 127 for 384 → 1,152) and loses where rows share W (8 rows: 245 µs against 118 for
+# oneDNN's blocked layout; 64 rows: 2–8× slower) — so it is not even timed there.
+GEMV_ROWS = 4
 _COPYING = ("onednn_packed", "onednn_blocked")  # the routes that keep a copy of W on the module
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
 _TABLE: dict[tuple, str] = {}
@@ -102,6 +108,8 @@ class _Gemm:
         self.steps = steps  # the most calls this generation makes: what a copy of W is paid back over
 
     def _call(self, route: str, x2: torch.Tensor, out: torch.Tensor | None) -> torch.Tensor:
+        if route == "gemv":
+            return own_gemv.gemv(x2, self.W, self.b, out)
         if route == "onednn":
             return onednn_linear(x2, self.W.t(), self.b)
         if route in _COPYING:
@@ -116,16 +124,22 @@ class _Gemm:
     def _resolve(self, x2: torch.Tensor) -> None:
         """Pick this GEMM's route (forced, known for its shape class, or measured now)."""
         forced = FORCE or routes.forced_route()
-        if not _onednn_ok(x2, self.W):
-            self.route = "blas"
-        elif forced is not None:
-            self.route = forced
-        else:
-            key = (*shape_class(x2.shape[0], self.W), self.streams)
+        onednn = _onednn_ok(x2, self.W)
+        own = own_gemv.usable(x2, self.W)
+        if forced is not None:  # a pinned route where this product can take it, else BLAS
+            self.route = forced if forced == "blas" or (own if forced == "gemv" else onednn) else "blas"
+            names = ()
+        else:  # tiny products (under 2^17 multiply-adds) stay on BLAS, whose call costs least
+            own = own and x2.shape[0] <= GEMV_ROWS and x2.shape[0] * self.W.numel() >= 1 << 17
+            names = (DECODE_ROUTES if onednn else ("blas",)) + (("gemv",) if own else ())
+            if len(names) == 1:
+                self.route = "blas"
+        if len(names) > 1:
+            key = (*shape_class(x2.shape[0], self.W), self.streams, own)
             if key not in _TABLE:  # time every route on these operands (routes.fastest)
-                _BUILDS[key] = self._time_builds(x2.shape[0])
-                best = (self._time_cold(x2) if self.streams else
-                        routes.fastest({name: (lambda name=name: self._call(name, x2, None)) for name in DECODE_ROUTES}))
+                _BUILDS[key] = self._time_builds(x2.shape[0], names)
+                best = (self._time_cold(x2, names) if self.streams else
+                        routes.fastest({name: (lambda name=name: self._call(name, x2, None)) for name in names}))
                 _TABLE[key] = min(best, key=best.get)  # the fastest call, whatever its copy costs
                 _TIMINGS[key] = best
             self.route = cheapest(_TIMINGS[key], _BUILDS[key], self.steps)
@@ -137,7 +151,7 @@ class _Gemm:
         if keep is None or (self.packed is not None and self.packed[0] != rows):
             self.packed = None
 
-    def _time_cold(self, x2: torch.Tensor) -> dict[str, float]:
+    def _time_cold(self, x2: torch.Tensor, names: tuple[str, ...] = DECODE_ROUTES) -> dict[str, float]:
         """Seconds per call of each route with W coming from memory, as a decode step meets it.
 
         In a step, between two reads of one W every other layer's weights stream through the cache.
@@ -153,8 +167,11 @@ class _Gemm:
         rows, W, b = x2.shape[0], self.W.detach(), self.b
         count = max(2, -(-2 * last_level_cache_bytes() // (4 * W.numel())) + 1)
         best = {}
-        for route in DECODE_ROUTES:
-            if route == "blas":
+        for route in names:
+            if route == "gemv":
+                copies = [W.clone() for _ in range(count)]
+                call = lambda Wj: own_gemv.gemv(x2, Wj, b)  # noqa: E731
+            elif route == "blas":
                 copies = [W.clone() for _ in range(count)]
                 call = lambda Wj: torch.mm(x2, Wj) if b is None else torch.addmm(b, x2, Wj)  # noqa: E731
             elif route == "onednn":
@@ -171,10 +188,10 @@ class _Gemm:
             del copies
         return best
 
-    def _time_builds(self, rows: int) -> dict[str, float]:
+    def _time_builds(self, rows: int, names: tuple[str, ...] = DECODE_ROUTES) -> dict[str, float]:
         """Seconds to build each copying route's copy of W, once (the copies a generation makes)."""
         builds = {}
-        for route in (r for r in _COPYING if r in DECODE_ROUTES):
+        for route in (r for r in _COPYING if r in names):
             t = time.perf_counter()
             _packed(self.owner, self.name, self.W, rows if route == "onednn_blocked" else None)
             builds[route] = time.perf_counter() - t

@@ -1,0 +1,92 @@
+// y = x·W + b for the few rows x (m, K) of a decode step, W (K, N) row-major (nn/gemv.py, issue 29).
+//
+// At batch 1 a decode step's products are matrix-vector products: each weight is read once and used
+// for one multiply-add, so the time is the time to stream W from memory. This kernel does only that:
+// it walks W's rows in order, sixteen at a time, and adds x[i]·W[i, :] into the output rows (in L1 or
+// L2). Threads split W's rows, so each reads one contiguous stretch of memory front to back into
+// partial sums of its own, added at the end. (Splitting the columns instead, or blocking them so that
+// y stays in L1, cut W into strided pieces the prefetchers follow worse: 2× slower on the LM's
+// shapes.) Nothing else: no packing, no copy of W, no dispatch on shapes — which is what the general
+// GEMMs it replaces spend their time on at these sizes.
+//
+// Summation order differs from BLAS (float32 rounding; tested against torch.mm in
+// tests/test_gemv.py and against Hugging Face's logits through the decode step).
+
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+
+namespace {
+
+constexpr int64_t R = 16;  // rows of W per pass over y (tried 4, 8, 16: 3.6, 3.1, 3.0 ms for the LM's
+                           // 25 products at one thread, a sum over the same bytes 2.2–2.5)
+
+// y[r, :] += Σ_{i ≤ k < i + G} x[r, k] · W[k, :], one pass over y for G consecutive rows of W
+template <int64_t G>
+inline void pass(const float* x, const float* W, float* y, int64_t m, int64_t K, int64_t N, int64_t i) {
+  const float* w = W + i * N;  // G rows of W: one contiguous stretch of memory
+  for (int64_t r = 0; r < m; ++r) {  // the G rows of W are in L1/L2 after the first row of x
+    float a[G];
+    for (int64_t g = 0; g < G; ++g) a[g] = x[r * K + i + g];
+    float* __restrict__ yr = y + r * N;
+#pragma omp simd
+    for (int64_t j = 0; j < N; ++j) {
+      float s = 0.f;
+      for (int64_t g = 0; g < G; ++g) s += a[g] * w[g * N + j];
+      yr[j] += s;
+    }
+  }
+}
+
+// y[r, :] += Σ_{i0 ≤ i < i1} x[r, i] · W[i, :] for every row r: W's rows i0…i1, read front to back once
+void rows(const float* x, const float* W, float* y, int64_t m, int64_t K, int64_t N, int64_t i0, int64_t i1) {
+  int64_t i = i0;
+  for (; i + R <= i1; i += R) pass<R>(x, W, y, m, K, N, i);
+  for (; i + 4 <= i1; i += 4) pass<4>(x, W, y, m, K, N, i);
+  for (; i < i1; ++i) pass<1>(x, W, y, m, K, N, i);
+}
+
+}  // namespace
+
+// out (m, N) = x (m, K) · W (K, N) + b (N): float32, contiguous, on the CPU
+torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& W, const c10::optional<torch::Tensor>& b,
+                   const c10::optional<torch::Tensor>& out) {
+  TORCH_CHECK(x.dim() == 2 && W.dim() == 2 && x.size(1) == W.size(0), "gemv: x (m, K) and W (K, N) expected");
+  TORCH_CHECK(x.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat, "gemv: float32 only");
+  TORCH_CHECK(x.is_contiguous() && W.is_contiguous(), "gemv: contiguous x and W only");
+  TORCH_CHECK(x.device().is_cpu() && W.device().is_cpu(), "gemv: CPU tensors only");
+  const int64_t m = x.size(0), K = W.size(0), N = W.size(1);
+  torch::Tensor y = out.has_value() ? *out : torch::empty({m, N}, W.options());
+  TORCH_CHECK(y.sizes() == torch::IntArrayRef({m, N}) && y.is_contiguous() && y.scalar_type() == at::kFloat,
+              "gemv: out must be a contiguous float32 (m, N)");
+  if (b.has_value()) {
+    TORCH_CHECK(b->dim() == 1 && b->size(0) == N && b->scalar_type() == at::kFloat, "gemv: b (N,) expected");
+    y.copy_(b->unsqueeze(0).expand({m, N}));
+  } else {
+    y.zero_();
+  }
+  const float* xp = x.data_ptr<float>();
+  const float* Wp = W.data_ptr<float>();
+  float* yp = y.data_ptr<float>();
+  const int64_t threads = at::get_num_threads();
+  const int64_t groups = (K + R - 1) / R;  // threads split W's rows in groups of R
+  if (threads == 1 || m * K * N < (1 << 15) || groups < 2) {  // small: waking a thread costs more
+    rows(xp, Wp, yp, m, K, N, 0, K);
+    return y;
+  }
+  // each thread streams one contiguous stretch of W's rows into its own partial sums, added after
+  auto partial = torch::zeros({threads, m, N}, W.options());
+  float* pp = partial.data_ptr<float>();
+  at::parallel_for(0, groups, 1, [&](int64_t g0, int64_t g1) {
+    rows(xp, Wp, pp + at::get_thread_num() * m * N, m, K, N, R * g0, std::min(R * g1, K));
+  });
+  y.add_(partial.sum(0));
+  return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.def("gemv", &gemv, "out (m, N) = x (m, K) · W (K, N) + b, reading W once",
+             pybind11::arg("x"), pybind11::arg("W"), pybind11::arg("b") = pybind11::none(),
+             pybind11::arg("out") = pybind11::none());
+}

@@ -1,0 +1,118 @@
+"""glassformer's own matrix-vector kernel for the decode step (nn/gemv.cpp, issue 29).
+
+At batch 1 a decode step reads every weight once and does one multiply-add with it, so its GEMMs
+can go no faster than W streams from memory. Measured on the AVX-512 EPYC (one thread, W cycled
+over copies twice the size of the L3, as a step meets it): a plain sum read the step's matrices at
+60–80 GB/s, BLAS's products (torch.mm, one row) at 10–19 GB/s, oneDNN over W's (out, in) copy at
+9–15 — and this kernel, which walks W's rows once and accumulates x[i]·W[i, :] into output rows
+kept in L1, at 36–46 GB/s: 2.4–4.5× BLAS on the layers' shapes, 1.1–1.6× at two threads. It is one
+more route of nn/decode_gemm.py, measured beside the others per shape class and taken only where it
+is fastest, so a machine whose BLAS streams better keeps its BLAS.
+
+PyTorch's compilers came first (issue 29 §2): Inductor lowers a product to the same BLAS call, and
+compiling the step took over a minute without being faster (docs/benchmarks.md). The kernel is
+compiled once, by `make setup` (`python -m glassformer.nn.gemv`), into the virtual environment,
+with AVX2 and FMA (every x86-64 CPU this project has met; none older is used: `available()` asks
+torch whether the CPU has AVX2). It is never compiled while decoding: where it was not built, or
+cannot be (no compiler), the decode step keeps PyTorch's routes and says nothing.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+SOURCE = Path(__file__).with_name("gemv.cpp")
+# AVX2 + FMA: one binary for every CPU the project meets (AVX2 and AVX-512 alike: the product is bound
+# by memory, not by vector width); -fopenmp-simd vectorises the marked loops without an OpenMP runtime
+# (a second one beside torch's slowed torch down, docs/benchmarks.md, CTranslate2)
+FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp-simd")
+
+
+def module_name() -> str:
+    """The extension's name, unique to its source, flags and torch: a changed source is a new build,
+    never a stale binary loaded."""
+    key = SOURCE.read_bytes() + " ".join(FLAGS).encode() + torch.__version__.encode()
+    return "glassformer_gemv_" + hashlib.sha256(key).hexdigest()[:12]
+
+
+def build_dir() -> Path:
+    """Where the build lives: GLASSFORMER_EXT_DIR, else the environment's own folder (sys.prefix,
+    the virtual environment that `make setup` made), so that removing it removes the build."""
+    return Path(os.environ.get("GLASSFORMER_EXT_DIR") or Path(sys.prefix) / "glassformer-ext") / module_name()
+
+
+def _cpu_ok() -> bool:
+    return torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512")
+
+
+@functools.lru_cache(maxsize=None)
+def kernel():
+    """The built extension's module, or None (not built, GLASSFORMER_GEMV=off, or a CPU without AVX2)."""
+    if os.environ.get("GLASSFORMER_GEMV", "auto").strip().lower() in ("off", "0", "no") or not _cpu_ok():
+        return None
+    path = build_dir() / f"{module_name()}.so"
+    if not path.is_file():
+        return None
+    loader = importlib.machinery.ExtensionFileLoader(module_name(), str(path))
+    spec = importlib.util.spec_from_file_location(module_name(), path, loader=loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+def available() -> bool:
+    return kernel() is not None
+
+
+def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
+         out: torch.Tensor | None = None) -> torch.Tensor:
+    """x2 (m, K) · W (K, N) + b, W read once: float32, contiguous (the caller checks `usable`)."""
+    return kernel().gemv(x2, W, b, out)
+
+
+def usable(x2: torch.Tensor, W: torch.Tensor) -> bool:
+    """Whether this product can take the kernel: built, float32 CPU tensors, both contiguous."""
+    return (available() and x2.dtype == W.dtype == torch.float32 and x2.device.type == W.device.type == "cpu"
+            and x2.is_contiguous() and W.is_contiguous() and not torch.compiler.is_compiling()
+            and not (torch.is_grad_enabled() and (W.requires_grad or x2.requires_grad)))  # no autograd here
+
+
+def build(verbose: bool = False) -> Path:
+    """Compile the extension into `build_dir()` (torch.utils.cpp_extension with ninja); its .so path."""
+    from torch.utils.cpp_extension import load
+
+    folder = build_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    load(module_name(), [str(SOURCE)], extra_cflags=list(FLAGS), build_directory=str(folder), verbose=verbose)
+    kernel.cache_clear()
+    return folder / f"{module_name()}.so"
+
+
+def main() -> int:
+    """`python -m glassformer.nn.gemv`: build the kernel (make setup). A machine that cannot build it
+    keeps PyTorch's GEMMs, so a failure is said in one line and the exit status is still 0."""
+    import time
+    if not _cpu_ok():
+        print("glassformer GEMV kernel: not built (this CPU has no AVX2); decoding uses PyTorch's GEMMs")
+        return 0
+    start = time.perf_counter()
+    try:
+        path = build(verbose="-v" in sys.argv)
+    except Exception as e:  # noqa: BLE001 — any compiler or ninja failure means: keep PyTorch's GEMMs
+        reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
+        print(f"glassformer GEMV kernel: not built ({reason}); decoding uses PyTorch's GEMMs")
+        return 0
+    print(f"glassformer GEMV kernel: {path} ({time.perf_counter() - start:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

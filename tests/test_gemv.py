@@ -1,0 +1,79 @@
+"""glassformer's matrix-vector kernel (nn/gemv.cpp, issue 29) against torch.addmm: built by `make
+setup` wherever a compiler is, equal to BLAS to float32 rounding on every shape a decode step makes
+(odd sizes, a bias or none, an output buffer, one and two threads), refusing what it cannot take."""
+
+import shutil
+
+import pytest
+import torch
+
+from glassformer.nn import gemv
+
+
+def test_make_setup_built_the_kernel_where_a_compiler_is():
+    """The setup built it (`python -m glassformer.nn.gemv`): on a machine with g++ and ninja and an
+    AVX2 CPU the decode step must have the route, not silently fall back to BLAS."""
+    if shutil.which("g++") and shutil.which("ninja") and gemv._cpu_ok():
+        assert gemv.available(), f"not built at {gemv.build_dir()} (make setup runs python -m glassformer.nn.gemv)"
+    else:
+        assert not gemv.available()
+
+
+SHAPES = [(1, 384, 1152), (1, 1536, 384), (1, 384, 8000), (1, 7, 5), (3, 37, 33), (8, 384, 384), (2, 4, 17),
+          (1, 1, 1), (5, 129, 1000), (16, 64, 48)]
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+@pytest.mark.parametrize("m,K,N", SHAPES)
+def test_equals_addmm(m, K, N, threads):
+    """x·W + b as torch computes it (BLAS), to float32 rounding: the sums differ only in order, so
+    the difference is bounded by K ulps of Σ|x_i W_ij| per output."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here (test_make_setup_built_the_kernel_where_a_compiler_is)")
+    g = torch.Generator().manual_seed(m * 1000 + K + N)
+    x, W, b = torch.randn(m, K, generator=g), torch.randn(K, N, generator=g), torch.randn(N, generator=g)
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        scale = (x.abs() @ W.abs() + b.abs()) * K * torch.finfo(torch.float32).eps
+        assert ((gemv.gemv(x, W, b) - torch.addmm(b, x, W)).abs() <= scale).all()
+        assert ((gemv.gemv(x, W) - x @ W).abs() <= scale).all()
+        out = torch.full((m, N), float("nan"))  # written whole, never read
+        got = gemv.gemv(x, W, b, out)
+        assert got.data_ptr() == out.data_ptr() and ((out - torch.addmm(b, x, W)).abs() <= scale).all()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_refuses_what_it_cannot_take():
+    """Non-contiguous W, float64, mismatched shapes or a wrong buffer: an error, never a wrong sum;
+    and `usable` keeps such products (and any that autograd must see) on PyTorch's routes."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    x, W = torch.randn(1, 8), torch.randn(8, 4)
+    for args in [(x, W.t().contiguous().t()), (x.double(), W.double()), (x, torch.randn(7, 4)),
+                 (x, W, None, torch.empty(2, 4))]:
+        with pytest.raises(RuntimeError, match="gemv"):
+            gemv.gemv(*args)
+    assert not gemv.usable(x, W.t().contiguous().t())
+    assert not gemv.usable(x.double(), W.double())
+    with torch.enable_grad():
+        assert not gemv.usable(x, W.requires_grad_())
+    with torch.no_grad():
+        assert gemv.usable(x, W)
+
+
+def test_off_switch_and_a_changed_source_are_not_the_built_kernel(monkeypatch, tmp_path):
+    """GLASSFORMER_GEMV=off keeps PyTorch's GEMMs; a build folder without this source's binary (a new
+    source hashes to a new name) has no kernel — nothing is compiled while decoding."""
+    monkeypatch.setenv("GLASSFORMER_GEMV", "off")
+    gemv.kernel.cache_clear()
+    try:
+        assert not gemv.available()
+        monkeypatch.setenv("GLASSFORMER_GEMV", "auto")
+        monkeypatch.setenv("GLASSFORMER_EXT_DIR", str(tmp_path))
+        gemv.kernel.cache_clear()
+        assert not gemv.available() and not any(tmp_path.iterdir())
+    finally:
+        monkeypatch.undo()
+        gemv.kernel.cache_clear()
