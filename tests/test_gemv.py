@@ -77,3 +77,18 @@ def test_off_switch_and_a_changed_source_are_not_the_built_kernel(monkeypatch, t
     finally:
         monkeypatch.undo()
         gemv.kernel.cache_clear()
+
+
+def test_one_openmp_runtime_in_the_process():
+    """The kernel's threads are OpenMP's (at::parallel_for): it must use the libgomp torch has loaded,
+    not bring a second one (two runtimes halved torch's speed beside CTranslate2, docs/benchmarks.md).
+    In a fresh interpreter: torch, then the kernel, then every OpenMP runtime mapped is counted."""
+    import subprocess
+    import sys
+    code = ("import torch\nfrom glassformer.nn import gemv\nassert gemv.kernel() is not None\n"
+            "x = torch.randn(1, 512); W = torch.randn(512, 4096)\n"
+            "torch.testing.assert_close(gemv.gemv(x, W), x @ W, rtol=1e-4, atol=1e-3)\n"
+            "print(sorted({l.split()[-1] for l in open('/proc/self/maps') if 'libgomp' in l or 'libiomp' in l}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    mapped = eval(out.strip().splitlines()[-1])  # noqa: S307 — our own child's printed list
+    assert len(mapped) == 1 and "torch" in mapped[0], mapped

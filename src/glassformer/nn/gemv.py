@@ -31,9 +31,11 @@ import torch
 
 SOURCE = Path(__file__).with_name("gemv.cpp")
 # AVX2 + FMA: one binary for every CPU the project meets (AVX2 and AVX-512 alike: the product is bound
-# by memory, not by vector width); -fopenmp-simd vectorises the marked loops without an OpenMP runtime
-# (a second one beside torch's slowed torch down, docs/benchmarks.md, CTranslate2)
-FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp-simd")
+# by memory, not by vector width). -fopenmp: at::parallel_for is a header whose threads are OpenMP
+# pragmas (without the flag it runs on one thread); the library it links, libgomp.so.1, is the one
+# torch's wheel ships and has loaded already, so the process keeps one OpenMP runtime (a second one,
+# as CTranslate2's wheel brings, halved torch's speed: docs/benchmarks.md) — tests/test_gemv.py checks
+FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp")
 
 
 def module_name() -> str:
@@ -75,7 +77,7 @@ def available() -> bool:
 def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
          out: torch.Tensor | None = None) -> torch.Tensor:
     """x2 (m, K) · W (K, N) + b, W read once: float32, contiguous (the caller checks `usable`)."""
-    return kernel().gemv(x2, W, b, out)
+    return kernel().gemv(x2, W, b if b is None or b.is_contiguous() else b.contiguous(), out)
 
 
 def usable(x2: torch.Tensor, W: torch.Tensor) -> bool:
@@ -91,7 +93,8 @@ def build(verbose: bool = False) -> Path:
 
     folder = build_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    load(module_name(), [str(SOURCE)], extra_cflags=list(FLAGS), build_directory=str(folder), verbose=verbose)
+    load(module_name(), [str(SOURCE)], extra_cflags=list(FLAGS), extra_ldflags=["-fopenmp"],
+         build_directory=str(folder), verbose=verbose)
     kernel.cache_clear()
     return folder / f"{module_name()}.so"
 
