@@ -35,7 +35,8 @@ from glassformer.bench.peer import EOS, FULL, QUICK, gpt2_pair, marian_pair
 from glassformer.generate import generate
 
 GEMM_OPS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::linear", "mkldnn::_linear_pointwise",
-            "aten::_weight_int8pack_mm", "quantized::linear_dynamic", "aten::mkldnn_linear")
+            "aten::_weight_int8pack_mm", "quantized::linear_dynamic", "aten::mkldnn_linear",
+            "glassformer::gemv")  # glassformer's own kernel (nn/gemv.py), one profiler event per call
 
 
 def thin(p: dict, kind: str) -> dict:

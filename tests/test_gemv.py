@@ -92,3 +92,14 @@ def test_one_openmp_runtime_in_the_process():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     mapped = eval(out.strip().splitlines()[-1])  # noqa: S307 — our own child's printed list
     assert len(mapped) == 1 and "torch" in mapped[0], mapped
+
+
+def test_the_profiler_sees_the_kernel():
+    """bench/decode_overhead.py counts the GEMMs' time from torch.profiler's events: the kernel's
+    call must be one (`glassformer::gemv`), or its time would land outside the GEMMs."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    x, W = torch.randn(1, 256), torch.randn(256, 512)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        gemv.gemv(x, W)
+    assert [e.count for e in prof.key_averages() if e.key == gemv.PROFILE_NAME] == [1]

@@ -44,9 +44,10 @@ _REORDER = getattr(torch.ops.mkldnn, "_reorder_linear_weight", None) if torch.ba
 DECODE_ROUTES = ("blas", "onednn", "onednn_packed") + (("onednn_blocked",) if _REORDER is not None else ())
 # `gemv`: glassformer's own matrix-vector kernel (nn/gemv.py), a route where it was built, for products
 # of at most GEMV_ROWS rows: it reads W once and multiplies each row by it with no blocking for reuse,
-# so it wins where a step streams W (the AVX-512 EPYC at 2 threads, 1 row: 86.6 µs against oneDNN's
-# 125 and BLAS's 127 for 384 → 1,152) and loses where rows share W (8 rows: 245 µs against 118 for
-# oneDNN's blocked layout; 64 rows: 2–8× slower) — so it is not even timed there.
+# so it wins where a step streams W and loses where rows share it. On the AVX-512 EPYC at 2 threads,
+# W cycled from memory (µs, 384 → 1,152 / 512 → 2,048): 1 row 59 / 126 against the best other route's
+# 95 / 170; 2 rows 57 / 171 against 84 / 189; 4 rows 85 / 248 against 82 / 161 (oneDNN blocked);
+# 8 rows 112 / 489 against 87 / 192 — so it is not even timed past 4.
 GEMV_ROWS = 4
 _COPYING = ("onednn_packed", "onednn_blocked")  # the routes that keep a copy of W on the module
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures

@@ -1,13 +1,16 @@
 """glassformer's own matrix-vector kernel for the decode step (nn/gemv.cpp, issue 29).
 
 At batch 1 a decode step reads every weight once and does one multiply-add with it, so its GEMMs
-can go no faster than W streams from memory. Measured on the AVX-512 EPYC (one thread, W cycled
-over copies twice the size of the L3, as a step meets it): a plain sum read the step's matrices at
-60–80 GB/s, BLAS's products (torch.mm, one row) at 10–19 GB/s, oneDNN over W's (out, in) copy at
-9–15 — and this kernel, which walks W's rows once and accumulates x[i]·W[i, :] into output rows
-kept in L1, at 36–46 GB/s: 2.4–4.5× BLAS on the layers' shapes, 1.1–1.6× at two threads. It is one
-more route of nn/decode_gemm.py, measured beside the others per shape class and taken only where it
-is fastest, so a machine whose BLAS streams better keeps its BLAS.
+can go no faster than W streams from memory. The general kernels read it far slower than that: on
+the AVX-512 EPYC, each route timed as a step meets W (cycling over copies twice the size of the L3,
+2 threads, `glassformer bench --only peer`, 2026-12-03), BLAS took 105 µs for the 384 → 1,152 W_QKV,
+oneDNN 142–161 µs on its three layouts, and this kernel 54 µs; the 12 MB head 634 against 317 µs.
+It walks W's rows once, sixteen at a time, adding x[i]·W[i, :] into the output rows, each thread
+over its own contiguous stretch of rows. It is one more route of nn/decode_gemm.py, measured beside
+the others per shape class and taken only where it is fastest (the tall 1,536 → 384 W_2 stayed on
+oneDNN's (out, in) copy there, 89 against 91 µs), so a machine whose BLAS streams better keeps its
+BLAS. Batch-1 decoding of the benchmark LM with it: 5.46 → 3.32 ms a token at 2 threads, 5.22 →
+4.55 at one (interleaved A/B, same tokens as HF GPT-2).
 
 PyTorch's compilers came first (issue 29 §2): Inductor lowers a product to the same BLAS call, and
 compiling the step took over a minute without being faster (docs/benchmarks.md). The kernel is
@@ -28,7 +31,9 @@ import sys
 from pathlib import Path
 
 import torch
+from torch.autograd import profiler as _profiler
 
+PROFILE_NAME = "glassformer::gemv"
 SOURCE = Path(__file__).with_name("gemv.cpp")
 # AVX2 + FMA: one binary for every CPU the project meets (AVX2 and AVX-512 alike: the product is bound
 # by memory, not by vector width). -fopenmp: at::parallel_for is a header whose threads are OpenMP
@@ -76,8 +81,14 @@ def available() -> bool:
 
 def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
          out: torch.Tensor | None = None) -> torch.Tensor:
-    """x2 (m, K) · W (K, N) + b, W read once: float32, contiguous (the caller checks `usable`)."""
-    return kernel().gemv(x2, W, b if b is None or b.is_contiguous() else b.contiguous(), out)
+    """x2 (m, K) · W (K, N) + b, W read once: float32, contiguous (the caller checks `usable`).
+    Under torch.profiler the call is one event, `glassformer::gemv` (the extension is not an ATen
+    operator, so the profiler would otherwise count its time as the caller's)."""
+    b = b if b is None or b.is_contiguous() else b.contiguous()
+    if _profiler._is_profiler_enabled:
+        with torch.profiler.record_function(PROFILE_NAME):
+            return kernel().gemv(x2, W, b, out)
+    return kernel().gemv(x2, W, b, out)
 
 
 def usable(x2: torch.Tensor, W: torch.Tensor) -> bool:
