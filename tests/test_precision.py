@@ -339,3 +339,26 @@ def test_fbgemm_activations_never_saturate(isa):
     assert float(err) < 1e-3
     if isa == "AVX2":
         assert full == "False"  # AVX2 saturates at 8 bits: 7-bit activations
+
+
+def test_an_lm_is_scored_at_its_precision_through_the_step(monkeypatch):
+    """An LM's held-out loss at --precision int8 (train.evaluate.mean_loss_stepped): teacher-forced
+    through the prepared step. At fp32 it equals the module path's forward loss (`mean_loss`) over
+    overlapping scored windows of different lengths (skips and padding ignored); at int8 (the
+    weight-only dequant kernel) the forward loss of the model quantised by hand; and the precision
+    changes the loss, so both comparisons can fail."""
+    from glassformer.train.batching import windows
+    from glassformer.train.evaluate import mean_loss, mean_loss_stepped
+    model = model_of("decoder")
+    g = torch.Generator().manual_seed(5)
+    stream = torch.randint(3, VOCAB, (300,), generator=g).tolist()
+    held_out = windows(stream, 40, stride=24)
+    assert {len(w[0]) for w in held_out} != {41} and any(w.skip for w in held_out)  # a short last window, skips
+    fp32 = mean_loss(model, held_out, batch_size=3)
+    assert mean_loss_stepped(model, held_out, "fp32", batch_size=3) == pytest.approx(fp32, rel=1e-5)
+    monkeypatch.setattr(precision, "FORCE_INT8", "dequant")
+    before = precision.CALLS["dequant"]
+    int8 = mean_loss_stepped(model, held_out, "int8", batch_size=3)
+    assert precision.CALLS["dequant"] > before
+    assert int8 == pytest.approx(mean_loss(by_hand(model_of("decoder", "math"), "int8"), held_out), rel=1e-4)
+    assert abs(int8 - fp32) > 1e-4 * fp32

@@ -37,9 +37,10 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
 
     Pieces of --data unseen in training are read as <unk> with one warning each (`warn`), or
     refused under `strict`: the same policy as translate and generate (glassformer.unknown).
-    `precision` is the weights' while translating (glassformer.generate); loss and perplexity are
-    always the fp32 forward pass, so a language model, which eval does not decode with, refuses
-    any other.
+    `precision` is the weights' while translating (glassformer.generate), a translator's loss and
+    perplexity being its fp32 forward pass's; a language model's loss, perplexity and bits/char are
+    scored at that precision through the decode step, one position at a time
+    (train.evaluate.mean_loss_stepped).
     """
     from ..errors import InputError
     from ..nn.precision import check as check_precision
@@ -49,9 +50,9 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
 
     check_precision(precision, "--precision")
     ck = load_checkpoint(ckpt, device=device)
-    if precision != "fp32" and ck.config.arch != "encoder-decoder":
-        raise InputError(f"--precision {precision} applies to decoding, and eval scores a {ck.config.arch} model"
-                         " by its fp32 forward pass only (perplexity); drop --precision")
+    if precision != "fp32" and ck.config.arch not in ("encoder-decoder", "decoder"):
+        raise InputError(f"--precision {precision} applies to models that decode, and this one is an"
+                         f" {ck.config.arch}; drop --precision")
     if data_path is not None:
         from ..unknown import UnknownPolicy
         policy = UnknownPolicy(ck.src_tokenizer, strict, side="source" if ck.config.arch != "decoder" else "",
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
         json_out: bool = typer.Option(False, "--json", help="print the metrics as one JSON object"),
         strict: bool = typer.Option(False, "--strict", help="refuse --data with a piece unseen in training"
                                     " (default: read it as <unk> and warn)"),
-        precision: str = typer.Option("fp32", help="weights while translating: fp32 | int8 (per-channel weight-only) |"
+        precision: str = typer.Option("fp32", help="weights while decoding (a language model: while scored): fp32 | int8 |"
                                       " bf16 (fast only on CPUs with native bf16)"),
         device: str = typer.Option("cpu", help="cpu | cuda"),
     ) -> None:

@@ -65,6 +65,44 @@ def mean_loss(model, examples: Sequence[tuple], batch_size: int = 64, device: st
     return total / max(count, 1)
 
 
+@torch.no_grad()
+def mean_loss_stepped(model, examples: Sequence[tuple], precision: str, batch_size: int = 64,
+                      device: str = "cpu") -> float:
+    """Mean per-token cross-entropy (nats) of a language model's windows, scored through the prepared
+    decode step one position at a time (teacher forcing: each window's own next token fed back).
+
+    Low-precision weights live in the decode step only (nn/decode_step.py, nn/precision.py), so this
+    is how an LM's bits/char at `--precision int8` is measured: the same targets as `mean_loss`
+    (skipped and padding targets ignored), each from the logits the step gives after the window's
+    tokens before it. Shorter windows of a batch are padded at the right: their padding comes after
+    every token they score, so causal attention never lets it in, and its targets are ignored."""
+    from ..nn import decode_step
+    was_training = model.training
+    model.eval()
+    pad = model.config.pad_id
+    total, count = 0.0, 0
+    order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
+    try:
+        for start in range(0, len(order), batch_size):
+            batch = collate_lm([examples[i] for i in order[start:start + batch_size]], pad)
+            inp, out = batch["inp"].to(device), batch["out"].to(device)
+            cache = model.new_cache(inp.shape[1])
+            step = decode_step.prepared(model, cache, precision=precision)
+            if step is None:
+                raise InputError(f"--precision {precision} scores a language model through the prepared decode "
+                                 "step, which this model cannot take (hooks, or an attention variant it lacks); "
+                                 "use --precision fp32")
+            for t in range(inp.shape[1]):
+                logp = torch.log_softmax(step(inp[:, t], cache).float(), dim=-1)
+                target = out[:, t]
+                scored = target != pad
+                total -= float(logp.gather(1, target[:, None]).squeeze(1)[scored].sum())
+                count += int(scored.sum())
+    finally:
+        model.train(was_training)
+    return total / max(count, 1)
+
+
 def _strip(row: list[int], config) -> list[int]:
     """Target ids without the start token, cut at the first <eos>."""
     if row and row[0] == config.start_id:
@@ -163,7 +201,11 @@ def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool 
 
 
 def _evaluate(model, data, split, examples, with_bleu, device, beam_size, precision="fp32") -> dict[str, Any]:
-    loss = mean_loss(model, examples, device=device)
+    # a translator's loss is its fp32 forward's (precision is how it decodes); an LM is scored
+    # through the decode step where its weights are in low precision (mean_loss_stepped)
+    lm_low = data.kind != "seq2seq" and precision != "fp32"
+    loss = mean_loss_stepped(model, examples, precision, device=device) if lm_low else \
+        mean_loss(model, examples, device=device)
     metrics: dict[str, Any] = {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "n": len(examples)}
     if data.kind == "seq2seq":
         # A source on several lines with different targets is one item with several right answers
