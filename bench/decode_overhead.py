@@ -15,7 +15,9 @@ with 1 and 2 threads (`--threads`). Two independent estimates of the per-token o
 
 Per layer: the overhead divided by the layers a step runs (the decoder's; the translator's encoder runs
 once per source). Per token is per generation over its tokens: what a generation pays once (its weight
-copies, the encoder) is in it. On a machine shared with other work, `--clock cpu` (1 thread) scales
+copies, the encoder) is in it. *Each further token*: the same measure for a generation of one new token
+(the prompt or the encoder, the weight copies, one step) taken from it, over the other n − 1 tokens:
+what one more token costs outside the GEMMs. On a machine shared with other work, `--clock cpu` (1 thread) scales
 each time to this process's share of the core, and `--stat min` takes the least-disturbed runs.
 Prints a Markdown table for docs/benchmarks.md:
 
@@ -49,18 +51,19 @@ def thin(p: dict, kind: str) -> dict:
     return q
 
 
-def job(p: dict, kind: str):
-    """(model, the generation to time, new tokens, decoder layers a step runs)."""
+def job(p: dict, kind: str, new: int | None = None):
+    """(the generation to time, new tokens, decoder layers a step runs); `new` tokens instead of the
+    benchmark's."""
     g = torch.Generator().manual_seed(0)
     if kind == "translator":
         model = marian_pair(p)[0]
         src = torch.randint(2, p["marian"]["vocab"] - 1, (1, p["src_len"]), generator=g)
         src[:, -1] = EOS
-        n = p["mt_new"]
+        n = new or p["mt_new"]
         return (lambda: generate(model, src, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["marian"]["layers"]
     model = gpt2_pair(p)[0]
     ids = torch.randint(1, p["gpt2"]["vocab"], (1, p["prompt"]), generator=g)
-    n = p["lm_new"]
+    n = new or p["lm_new"]
     return (lambda: generate(model, ids, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["gpt2"]["n_layer"]
 
 
@@ -130,17 +133,24 @@ def main() -> None:
     with torch.inference_mode():
         for kind in ("translator", "lm"):
             full_fn, n, layers = job(p, kind)
+            one_fn, _, _ = job(p, kind, new=1)
             thin_fn, _, _ = job(thin(p, kind), kind)
             for threads in (int(t) for t in args.threads.split(",")):
                 torch.set_num_threads(threads)
                 wall, gemm, rest = paired_ms(full_fn, n, args.repeats, stat)
+                # one token: what a generation pays once (prompt or encoder, weight copies) and its
+                # first step; the difference is what each further token costs outside the GEMMs
+                _, _, rest_1 = paired_ms(one_fn, 1, args.repeats, stat)
+                marginal = (rest * n - rest_1) / (n - 1)
                 thin_wall = wall_ms(thin_fn, n, args.repeats, stat)
-                rows.append((kind, threads, wall, gemm, rest, rest / layers, thin_wall, thin_wall / layers))
+                rows.append((kind, threads, wall, gemm, rest, rest / layers, marginal, marginal / layers,
+                             thin_wall, thin_wall / layers))
     print("| model | threads | ms / token | GEMMs (profiled) | outside the GEMMs | per layer | "
-          "thin model (d_model 16) | per layer |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for kind, threads, wall, gemm, rest, per, thin_wall, thin_per in rows:
-        print(f"| {kind} | {threads} | {wall:.2f} | {gemm:.2f} | {rest:.2f} | {per:.3f} | {thin_wall:.2f} | {thin_per:.3f} |")
+          "outside the GEMMs, each further token | per layer | thin model (d_model 16) | per layer |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, threads, wall, gemm, rest, per, marginal, marginal_per, thin_wall, thin_per in rows:
+        print(f"| {kind} | {threads} | {wall:.2f} | {gemm:.2f} | {rest:.2f} | {per:.3f} | {marginal:.2f} |"
+              f" {marginal_per:.3f} | {thin_wall:.2f} | {thin_per:.3f} |")
 
 
 if __name__ == "__main__":
