@@ -7,6 +7,7 @@ import shutil
 
 import pytest
 import torch
+from hypothesis import given, settings, strategies as st
 
 from glassformer.nn import gemv
 
@@ -42,6 +43,27 @@ def test_equals_addmm(m, K, N, threads):
         out = torch.full((m, N), float("nan"))  # written whole, never read
         got = gemv.gemv(x, W, b, out)
         assert got.data_ptr() == out.data_ptr() and ((out - torch.addmm(b, x, W)).abs() <= scale).all()
+    finally:
+        torch.set_num_threads(before)
+
+
+@settings(max_examples=100, deadline=None)
+@given(m=st.integers(1, 6), K=st.integers(1, 70), N=st.integers(1, 300), bias=st.booleans(),
+       threads=st.sampled_from([1, 2]), seed=st.integers(0, 2 ** 16))
+def test_any_shape_equals_addmm(m, K, N, bias, threads, seed):
+    """Every shape, not only the grid above: K not a multiple of the 16 rows a pass takes (the 4-row
+    and 1-row tails), N not a multiple of a vector, products big enough to split between threads."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    g = torch.Generator().manual_seed(seed)
+    x, W = torch.randn(m, K, generator=g), torch.randn(K, N, generator=g) * 3
+    b = torch.randn(N, generator=g) if bias else None
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        want = torch.addmm(b, x, W) if bias else x @ W
+        scale = (x.abs() @ W.abs() + (b.abs() if bias else 0)) * K * torch.finfo(torch.float32).eps
+        assert ((gemv.gemv(x, W, b) - want).abs() <= scale).all()
     finally:
         torch.set_num_threads(before)
 
