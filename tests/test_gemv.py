@@ -126,3 +126,16 @@ def test_the_profiler_sees_the_kernel():
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         gemv.gemv(x, W)
     assert [e.count for e in prof.key_averages() if e.key == gemv.PROFILE_NAME] == [1]
+
+
+def test_autocast_and_transforms_keep_torchs_operators():
+    """Under CPU autocast (bf16 products asked for) or a torch.func transform the decode GEMM is not
+    ours: the products must stay the operators those modes know."""
+    x, W = torch.randn(1, 64), torch.randn(64, 32)
+    with torch.no_grad():
+        assert gemv.usable(x, W) == gemv.available()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert not gemv.usable(x, W)
+    seen = []
+    torch.func.vmap(lambda row: seen.append(gemv.usable(row[None], W)) or row)(x)
+    assert seen == [False]

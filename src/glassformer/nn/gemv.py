@@ -92,10 +92,13 @@ def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
 
 
 def usable(x2: torch.Tensor, W: torch.Tensor) -> bool:
-    """Whether this product can take the kernel: built, float32 CPU tensors, both contiguous."""
+    """Whether this product can take the kernel: built, float32 CPU tensors, both contiguous, and
+    nothing asking for torch's own operators (autograd, torch.func, autocast, torch.compile)."""
     return (available() and x2.dtype == W.dtype == torch.float32 and x2.device.type == W.device.type == "cpu"
             and x2.is_contiguous() and W.is_contiguous() and not torch.compiler.is_compiling()
-            and not (torch.is_grad_enabled() and (W.requires_grad or x2.requires_grad)))  # no autograd here
+            # no autograd, functorch transform or autocast here: those keep torch's own operators
+            and not (torch.is_grad_enabled() and (W.requires_grad or x2.requires_grad))
+            and not torch._C._are_functorch_transforms_active() and not torch.is_autocast_enabled("cpu"))
 
 
 def build(verbose: bool = False) -> Path:
