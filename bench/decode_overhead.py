@@ -51,20 +51,23 @@ def thin(p: dict, kind: str) -> dict:
     return q
 
 
-def job(p: dict, kind: str, new: int | None = None):
-    """(the generation to time, new tokens, decoder layers a step runs); `new` tokens instead of the
-    benchmark's."""
+def job(p: dict, kind: str):
+    """(generation_of, new tokens, decoder layers a step runs): `generation_of(n)` is the greedy
+    generation of n new tokens to time, on one model built once."""
     g = torch.Generator().manual_seed(0)
     if kind == "translator":
         model = marian_pair(p)[0]
-        src = torch.randint(2, p["marian"]["vocab"] - 1, (1, p["src_len"]), generator=g)
-        src[:, -1] = EOS
-        n = new or p["mt_new"]
-        return (lambda: generate(model, src, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["marian"]["layers"]
-    model = gpt2_pair(p)[0]
-    ids = torch.randint(1, p["gpt2"]["vocab"], (1, p["prompt"]), generator=g)
-    n = new or p["lm_new"]
-    return (lambda: generate(model, ids, max_new_tokens=n, strategy="greedy", eos_id=None)), n, p["gpt2"]["n_layer"]
+        prompt = torch.randint(2, p["marian"]["vocab"] - 1, (1, p["src_len"]), generator=g)
+        prompt[:, -1] = EOS
+        n, layers = p["mt_new"], p["marian"]["layers"]
+    else:
+        model = gpt2_pair(p)[0]
+        prompt = torch.randint(1, p["gpt2"]["vocab"], (1, p["prompt"]), generator=g)
+        n, layers = p["lm_new"], p["gpt2"]["n_layer"]
+
+    def generation_of(new: int):
+        return lambda: generate(model, prompt, max_new_tokens=new, strategy="greedy", eos_id=None)
+    return generation_of, n, layers
 
 
 # `--clock cpu`: every time scaled to this process's share of the core over the run that measured it
@@ -132,9 +135,10 @@ def main() -> None:
     rows = []
     with torch.inference_mode():
         for kind in ("translator", "lm"):
-            full_fn, n, layers = job(p, kind)
-            one_fn, _, _ = job(p, kind, new=1)
-            thin_fn, _, _ = job(thin(p, kind), kind)
+            generation_of, n, layers = job(p, kind)
+            full_fn, one_fn = generation_of(n), generation_of(1)  # the same model: one built, not two
+            thin_of, _, _ = job(thin(p, kind), kind)
+            thin_fn = thin_of(n)
             for threads in (int(t) for t in args.threads.split(",")):
                 torch.set_num_threads(threads)
                 wall, gemm, rest = paired_ms(full_fn, n, args.repeats, stat)

@@ -49,16 +49,21 @@ def collate(examples: Sequence[tuple], config) -> dict:
     return collate_lm(examples, config.pad_id)
 
 
+def _batches(model, examples: Sequence[tuple], batch_size: int, device: str):
+    """The examples collated in batches of like length (sorted by their longest side), on `device`."""
+    order = sorted(range(len(examples)), key=lambda i: max(len(p) for p in examples[i]))
+    for start in range(0, len(order), batch_size):
+        batch = collate([examples[i] for i in order[start:start + batch_size]], model.config)
+        yield {k: v.to(device) for k, v in batch.items()}
+
+
 @torch.no_grad()
 def mean_loss(model, examples: Sequence[tuple], batch_size: int = 64, device: str = "cpu") -> float:
     """Mean per-token cross-entropy (nats) over `examples`."""
     was_training = model.training
     model.eval()
     total, count = 0.0, 0
-    order = sorted(range(len(examples)), key=lambda i: max(len(p) for p in examples[i]))
-    for start in range(0, len(order), batch_size):
-        batch = collate([examples[i] for i in order[start:start + batch_size]], model.config)
-        batch = {k: v.to(device) for k, v in batch.items()}
+    for batch in _batches(model, examples, batch_size, device):
         loss, n = batch_loss(model, batch, model.config.pad_id)
         total, count = total + float(loss), count + n
     model.train(was_training)
@@ -81,11 +86,9 @@ def mean_loss_stepped(model, examples: Sequence[tuple], precision: str, batch_si
     model.eval()
     pad = model.config.pad_id
     total, count = 0.0, 0
-    order = sorted(range(len(examples)), key=lambda i: len(examples[i][0]))
     try:
-        for start in range(0, len(order), batch_size):
-            batch = collate_lm([examples[i] for i in order[start:start + batch_size]], pad)
-            inp, out = batch["inp"].to(device), batch["out"].to(device)
+        for batch in _batches(model, examples, batch_size, device):
+            inp, out = batch["inp"], batch["out"]
             cache = model.new_cache(inp.shape[1])
             step = decode_step.prepared(model, cache, precision=precision)
             if step is None:
