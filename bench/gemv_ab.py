@@ -2,9 +2,10 @@
 
 The GPT-2-size LM of `glassformer bench` (d_model 384, 6 layers, vocabulary 8,000, random weights),
 greedy, 128 new tokens, in one process: the same generation with the kernel's route allowed and with
-it refused (`gemv.usable` answering no, so every product takes the fastest of PyTorch's routes),
-interleaved (median of 9), after checking that both give HF GPT-2's tokens. Prints ms per token and
-the route each decode shape class took.
+it refused (`gemv.usable` answering no, so every product takes the fastest of PyTorch's routes), and
+with the kernel but its epilogue off (`decode_gemm.EPILOGUE`: φ and the residual Adds as separate
+operators after it), interleaved (median of 9), after checking that all give HF GPT-2's tokens.
+Prints ms per token and the route each decode shape class took.
 
     .venv/bin/python bench/gemv_ab.py --threads 2
 """
@@ -33,20 +34,23 @@ def main() -> None:
     ids = torch.randint(1, FULL["vocab"], (1, 8), generator=torch.Generator().manual_seed(1))
     real = own.usable
 
-    def gen(allowed: bool):
+    def gen(allowed: bool, epilogue: bool = True):
         def run():
             own.usable = real if allowed else (lambda *a: False)
+            decode_gemm.EPILOGUE = epilogue
             try:
                 return generate(ours, ids, max_new_tokens=n, strategy="greedy", eos_id=None)
             finally:
-                own.usable = real
+                own.usable, decode_gemm.EPILOGUE = real, True
         return run
 
+    arms = {"with the GEMV kernel": gen(True), "kernel, epilogue off": gen(True, False),
+            "PyTorch's routes only": gen(False)}
     with torch.inference_mode(), prepared(ours):
-        a, b = gen(True)(), gen(False)()
+        tokens = {name: run() for name, run in arms.items()}
         ref = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, do_sample=False)
-        print(f"tokens: with the kernel = without: {torch.equal(a, b)}; = HF GPT-2: {torch.equal(a, ref)}")
-        t = interleaved({"with the GEMV kernel": gen(True), "PyTorch's routes only": gen(False)}, 9, warmup=1)
+        print("tokens = HF GPT-2: " + ", ".join(f"{name}: {torch.equal(t, ref)}" for name, t in tokens.items()))
+        t = interleaved(arms, 9, warmup=1)
     for name, timing in t.items():
         print(f"{name:24s} {timing.median / n * 1e3:.3f} ms/token ({args.threads} threads)")
     for row in decode_gemm.route_rows():

@@ -96,6 +96,38 @@ def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, 
             assert (step(token, cache) - ref).abs().max() <= 1e-4 * ref.abs().max()
 
 
+@pytest.mark.parametrize("norm_position,activation,residual", [("pre", "gelu", True), ("post", "relu", True),
+                                                              ("pre", "gelu_tanh", True), ("pre", "silu", False),
+                                                              ("post", "gelu", False)])
+def test_gemv_epilogue_step_equals_explicit_math(norm_position, activation, residual, monkeypatch):
+    """On the GEMV route the kernel applies the FFN's φ and each sublayer's residual Add itself
+    (decode_gemm.product): the step still equals the explicit-math model, Pre- and Post-LN, with and
+    without the residual connection — and φ was never run as a separate operator."""
+    monkeypatch.setattr(decode_gemm, "FORCE", "gemv")
+    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
+                  norm_position=norm_position, activation=activation, residual=residual)
+    fast = build_model(ModelConfig(**fields)).eval()
+    math = build_model(ModelConfig(**fields, attn_impl="math")).eval()
+    math.load_state_dict(fast.state_dict())
+    ids = torch.randint(1, VOCAB, (2, 4))
+    with torch.inference_mode():
+        cache = fast.new_cache(16)
+        fast(ids, cache=cache)
+        step, seq = DecodeStep(fast), ids
+        if gemv.available():  # the kernel must apply φ: the in-place one is never called
+            def separate_phi(_t):
+                raise AssertionError("φ ran outside the kernel")
+            for layer in step.layers:
+                layer.phi = separate_phi
+        for _ in range(5):
+            token = torch.randint(1, VOCAB, (2,))
+            seq = torch.cat([seq, token[:, None]], dim=1)
+            ref = math(seq)[:, -1]
+            assert (step(token, cache) - ref).abs().max() <= 1e-4 * ref.abs().max()
+    if gemv.available():
+        assert {g.route for layer in step.layers for g in (layer.W_O, layer.W_1, layer.W_2)} == {"gemv"}
+
+
 def test_module_path_where_the_step_would_differ():
     """Hooks, the explicit-math attention, a concatenated position encoding and training mode keep
     the module path."""

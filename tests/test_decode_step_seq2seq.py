@@ -13,7 +13,7 @@ from transformers import BartConfig, BartForConditionalGeneration, MarianConfig,
 
 from glassformer.config import ModelConfig
 from glassformer.generate import generate
-from glassformer.nn import build_model, decode_step
+from glassformer.nn import build_model, decode_gemm, decode_step, gemv
 from glassformer.nn.decode_step import DecodeStep
 from glassformer.nn.model import EncoderDecoder
 from glassformer.nn.prepared import prepared
@@ -116,6 +116,29 @@ def test_step_logits_equal_explicit_math_recomputation(variant):
             assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
             seq = torch.cat([seq, torch.randint(3, tgt_vocab, (3, 1))], dim=1)
     assert cache.length == 6
+
+
+@pytest.mark.parametrize("variant", ["post-ln-tied-relu", "pre-ln-untied-gelu", "post-ln-separate-vocab"])
+def test_gemv_epilogue_step_equals_explicit_math(variant, monkeypatch):
+    """Every product on glassformer's GEMV kernel, which applies φ and the self-, cross-attention and
+    FFN residual Adds in its epilogue (decode_gemm.product): the steps still equal the explicit-math
+    model to 1e-4, Pre- and Post-LN."""
+    monkeypatch.setattr(decode_gemm, "FORCE", "gemv")
+    fast, math = translator(variant), translator(variant, attn_impl="math")
+    src = sources()
+    with torch.inference_mode(), prepared(fast):
+        memory, src_pad = fast.encode(src)
+        cache = fast.new_cache(16)
+        step = decode_step.prepared(fast, cache, None, memory, src_pad)
+        seq = torch.full((3, 1), BOS)
+        for _ in range(5):
+            got = step(seq[:, -1], cache)
+            ref = math(src, seq)[:, -1]
+            assert (got - ref).abs().max() <= 1e-4 * ref.abs().max()
+            seq = torch.cat([seq, torch.randint(3, fast.config.out_vocab_size, (3, 1))], dim=1)
+    if gemv.available():
+        assert {g.route for layer in step.layers for g in (layer.W_O, layer.cross_W_O, layer.W_1, layer.W_2)} \
+            == {"gemv"}
 
 
 @pytest.mark.parametrize("strategy", OPTIONS)

@@ -68,6 +68,51 @@ def test_any_shape_equals_addmm(m, K, N, bias, threads, seed):
         torch.set_num_threads(before)
 
 
+PHI = {"relu": torch.relu, "gelu": torch.nn.functional.gelu, "silu": torch.nn.functional.silu,
+       "gelu_tanh": lambda t: torch.nn.functional.gelu(t, approximate="tanh"), None: lambda t: t}
+
+
+@settings(max_examples=60, deadline=None)
+@given(m=st.integers(1, 4), K=st.integers(1, 600), N=st.integers(1, 1100), act=st.sampled_from(sorted(PHI, key=str)),
+       residual=st.booleans(), threads=st.sampled_from([1, 2]), seed=st.integers(0, 2 ** 16))
+def test_epilogue_equals_torchs_activation_and_add(m, K, N, act, residual, threads, seed):
+    """φ(x·W + b) + r in one call (the epilogue: gemv.cpp applies φ and adds r while y is hot) against
+    torch's own F.relu / F.gelu (erf and tanh) / F.silu and `+` after torch.addmm: the sum's rounding
+    (as above; every φ here has slope ≤ 1.13) plus a few ulps of φ and of the add. Products small and
+    large enough to split between threads, N not a multiple of a vector (the epilogue's tail)."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    g = torch.Generator().manual_seed(seed)
+    x, W, b = torch.randn(m, K, generator=g), torch.randn(K, N, generator=g) / K ** 0.5, torch.randn(N, generator=g)
+    r = torch.randn(m, N, generator=g) * 4 if residual else None
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        pre = torch.addmm(b, x, W)
+        want = PHI[act](pre) + (r if residual else 0)
+        got = gemv.gemv(x, W, b, None, act, r)
+        eps = torch.finfo(torch.float32).eps
+        bound = 1.13 * (x.abs() @ W.abs() + b.abs()) * K * eps + 4 * eps * (want.abs() + pre.abs() + 1e-30)
+        assert ((got - want).abs() <= bound + 1e-7).all(), (got - want).abs().max()
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_epilogue_refuses_what_would_be_read_after_it_is_written():
+    """The output sharing memory with x or with the residual would be read after being written: an
+    error, never a wrong sum; an unknown activation code too."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    x, W, r = torch.randn(1, 8), torch.randn(8, 8), torch.randn(1, 8)
+    for out, residual in ((x, None), (r, r)):
+        with pytest.raises(RuntimeError, match="overlap"):
+            gemv.kernel().gemv(x, W, None, out, 0, residual)
+    with pytest.raises(RuntimeError, match="act must be"):
+        gemv.kernel().gemv(x, W, None, None, 9, None)
+    with pytest.raises(RuntimeError, match="residual must be"):
+        gemv.gemv(x, W, None, None, None, torch.randn(2, 8))
+
+
 def test_refuses_what_it_cannot_take():
     """Non-contiguous W, float64, mismatched shapes or a wrong buffer: an error, never a wrong sum;
     and `usable` keeps such products (and any that autograd must see) on PyTorch's routes."""

@@ -51,6 +51,7 @@ DECODE_ROUTES = ("blas", "onednn", "onednn_packed") + (("onednn_blocked",) if _R
 GEMV_ROWS = 4
 _COPYING = ("onednn_packed", "onednn_blocked")  # the routes that keep a copy of W on the module
 FORCE: str | None = None  # a route for every decode GEMM (tests); None measures
+EPILOGUE = True  # the GEMV route applies φ and the residual's add in its kernel (`product`); False: after it
 _TABLE: dict[tuple, str] = {}
 _TIMINGS: dict[tuple, dict[str, float]] = {}  # seconds per route, for the benchmark report
 _BUILDS: dict[tuple, dict[str, float]] = {}  # seconds to build each copying route's copy of W
@@ -202,6 +203,23 @@ class _Gemm:
         if self.route is None:  # first step at this batch size: the route for its shape class
             self._resolve(x2)
         return self._call(self.route, x2, out)
+
+
+def product(gemm, x2: torch.Tensor, out: torch.Tensor | None, act: str | None = None, phi=None,
+            residual: torch.Tensor | None = None) -> torch.Tensor:
+    """φ(x2·W + b) + residual, φ (named `act`, applied in place by `phi`) and the residual optional: the
+    FFN's first product and a sublayer's last one with its Add (§4, §6). On the GEMV route the kernel
+    applies both to its output while it is still in L1/L2 (nn/gemv.cpp's epilogue): after a product that
+    streamed W, separate operators run from cold caches. Other routes run them after it, as operators."""
+    if type(gemm) is _Gemm:
+        if gemm.route is None:
+            gemm._resolve(x2)
+        if gemm.route == "gemv" and EPILOGUE:
+            return own_gemv.gemv(x2, gemm.W, gemm.b, out, act, residual)
+    y = gemm(x2, out)
+    if phi is not None:
+        y = phi(y)
+    return y if residual is None else residual + y
 
 
 def gemm(W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool, precision: str,

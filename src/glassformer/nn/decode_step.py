@@ -52,7 +52,7 @@ import torch.nn.modules.module as _module_hooks
 from torch import nn
 
 from .attention import KVCache
-from .decode_gemm import gemm as _gemm, last_level_cache_bytes
+from .decode_gemm import gemm as _gemm, last_level_cache_bytes, product
 from .embedding import TokenEmbedding
 from .norms import LayerNorm
 from .positional import RotaryEmbedding, apply_rotary
@@ -112,7 +112,7 @@ class _Layer:
         else:
             self.W_1 = gemm(ffn.W_1, ffn.b_1, ffn, "1")
         self.W_2 = gemm(ffn.W_2, ffn.b_2, ffn, "2")
-        self.phi = _IN_PLACE[ffn.activation]
+        self.act, self.phi = ffn.activation, _IN_PLACE[ffn.activation]
         self.norm_self = _norm_fn(layer.norm1)
         self.cross = getattr(layer, "has_cross", False)
         if self.cross:  # norm2 wraps cross-attention, norm3 the FFN (nn/layers.py)
@@ -319,33 +319,42 @@ class DecodeStep:
                bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
         """Masked self-attention → Add & Norm → [cross-attention → Add & Norm] → FFN → Add & Norm
         (§4, §7.5), Pre- or Post-LN."""
+        # each sublayer's last product adds the residual x (its Add; `product`), then Post-LN's Norm
         h = layer.norm_self(x) if layer.pre_ln else x
-        y = self._attend(layer, h, cache, length, bufs, bias, rope)
-        x = self._add_norm(layer, x, y, layer.norm_self)
+        x = self._norm(layer, self._attend(layer, h, cache, length, bufs, bias, rope, self._skip(layer, x)),
+                       layer.norm_self)
         if layer.cross:
             h = layer.norm_cross(x) if layer.pre_ln else x
-            y = self._attend_memory(layer, h, bufs)
-            x = self._add_norm(layer, x, y, layer.norm_cross)
+            x = self._norm(layer, self._attend_memory(layer, h, bufs, self._skip(layer, x)), layer.norm_cross)
         h = layer.norm_ffn(x) if layer.pre_ln else x
-        return self._add_norm(layer, x, self._ffn(layer, h, bufs), layer.norm_ffn)
+        return self._norm(layer, self._ffn(layer, h, bufs, self._skip(layer, x)), layer.norm_ffn)
 
     @staticmethod
-    def _ffn(layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
-        """φ(h·W_1 + b_1)·W_2 + b_2 in one pass (§6); gated: φ(h·W_G + b_G) ⊙ (h·W_1 + b_1) first."""
+    def _ffn(layer: _Layer, h: torch.Tensor, bufs: dict, residual: torch.Tensor | None) -> torch.Tensor:
+        """φ(h·W_1 + b_1)·W_2 + b_2 (+ the residual) in one pass (§6); gated: φ(h·W_G + b_G) ⊙ (h·W_1 + b_1)
+        first."""
         if not layer.gated:
-            return layer.W_2(layer.phi(layer.W_1(h, bufs["ff"])), bufs["ff_out"])
+            hidden = product(layer.W_1, h, bufs["ff"], layer.act, layer.phi)
+            return product(layer.W_2, hidden, bufs["ff_out"], residual=residual)
         gate, pre = layer.W_1(h, bufs["gate_ff"]).chunk(2, dim=1)
-        return layer.W_2(torch.mul(layer.phi(gate), pre, out=bufs["ff"]), bufs["ff_out"])
+        return product(layer.W_2, torch.mul(layer.phi(gate), pre, out=bufs["ff"]), bufs["ff_out"],
+                       residual=residual)
 
     @staticmethod
-    def _add_norm(layer: _Layer, x: torch.Tensor, y: torch.Tensor, norm) -> torch.Tensor:
-        r = x + y if layer.residual else y
+    def _skip(layer: _Layer, x: torch.Tensor) -> torch.Tensor | None:
+        """The residual connection's x (§4.1), or None in a model built without it."""
+        return x if layer.residual else None
+
+    @staticmethod
+    def _norm(layer: _Layer, r: torch.Tensor, norm) -> torch.Tensor:
+        """Post-LN's Norm after the Add; Pre-LN normalised the sublayer's input instead."""
         return r if layer.pre_ln else norm(r)
 
     @staticmethod
     def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict,
-                bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
-        """One query per row over the cached keys and its own (no causal mask: it is the last)."""
+                bias: torch.Tensor | None, rope: tuple | None, residual: torch.Tensor | None) -> torch.Tensor:
+        """One query per row over the cached keys and its own (no causal mask: it is the last), plus
+        the residual."""
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         qkv = layer.qkv(h, bufs["qkv"])
         kb, vb = cache.self_kv[layer.index]
@@ -365,18 +374,21 @@ class DecodeStep:
             vb.narrow(2, length, 1).copy_(v)
         z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
                                            attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
-        return layer.W_O(z.reshape(batch, H * d_k), bufs["o"])  # heads concatenated (one query)
+        # heads concatenated (one query)
+        return product(layer.W_O, z.reshape(batch, H * d_k), bufs["o"], residual=residual)
 
-    def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict) -> torch.Tensor:
-        """Cross-attention: each row's query over its source's memory. The rows of one source (its
-        beams) are that attention's queries: (source, head, beam, d_k) against one copy of the keys."""
+    def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict, residual: torch.Tensor | None) -> torch.Tensor:
+        """Cross-attention: each row's query over its source's memory, plus the residual. The rows of one
+        source (its beams) are that attention's queries: (source, head, beam, d_k) against one copy of the
+        keys."""
         rows, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         memory = self.memory
         k, v = memory.kv[layer.index]
         q = layer.cross_W_Q(h, bufs["q"])
         q = bufs["cross_q_heads"] if q is bufs["q"] else q.view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
         z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale)
-        return layer.cross_W_O(z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"])
+        return product(layer.cross_W_O, z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"],
+                       residual=residual)
 
 
 def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None = None,

@@ -40,7 +40,9 @@ SOURCE = Path(__file__).with_name("gemv.cpp")
 # pragmas (without the flag it runs on one thread); the library it links, libgomp.so.1, is the one
 # torch's wheel ships and has loaded already, so the process keeps one OpenMP runtime (a second one,
 # as CTranslate2's wheel brings, halved torch's speed: docs/benchmarks.md) — tests/test_gemv.py checks
-FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp")
+# CPU_CAPABILITY=AVX2: ATen's vector header (the epilogue's φ) compiled for AVX2, as torch's own AVX2
+# kernels are; its erf is inline, its tanh and exp are SLEEF's, which libtorch_cpu exports.
+FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2")
 
 
 def module_name() -> str:
@@ -79,16 +81,24 @@ def available() -> bool:
     return kernel() is not None
 
 
+# φ the kernel applies to its output (gemv.cpp's `Act`), by the names of nn/feedforward.py
+ACTS = {"relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
+
+
 def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
-         out: torch.Tensor | None = None) -> torch.Tensor:
-    """x2 (m, K) · W (K, N) + b, W read once: float32, contiguous (the caller checks `usable`).
-    Under torch.profiler the call is one event, `glassformer::gemv` (the extension is not an ATen
-    operator, so the profiler would otherwise count its time as the caller's)."""
+         out: torch.Tensor | None = None, act: str | None = None,
+         residual: torch.Tensor | None = None) -> torch.Tensor:
+    """φ(x2 (m, K) · W (K, N) + b) + residual, W read once: float32, contiguous (the caller checks
+    `usable`); `act` one of ACTS or None, `residual` a contiguous (m, N) or None — the epilogue, done on
+    the output while it is hot (gemv.cpp). Under torch.profiler the call is one event,
+    `glassformer::gemv` (the extension is not an ATen operator, so the profiler would otherwise count its
+    time as the caller's)."""
     b = b if b is None or b.is_contiguous() else b.contiguous()
+    code = 0 if act is None else ACTS[act]
     if _profiler._is_profiler_enabled:
         with torch.profiler.record_function(PROFILE_NAME):
-            return kernel().gemv(x2, W, b, out)
-    return kernel().gemv(x2, W, b, out)
+            return kernel().gemv(x2, W, b, out, code, residual)
+    return kernel().gemv(x2, W, b, out, code, residual)
 
 
 def usable(x2: torch.Tensor, W: torch.Tensor) -> bool:
