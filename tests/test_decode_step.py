@@ -76,9 +76,12 @@ def test_greedy_tokens_identical_to_hf_gpt2(batch):
                                                            ("pre", "rope", "swiglu", False),
                                                            ("post", "alibi", "reglu", True),
                                                            ("pre", "relative", "geglu", True)])
-def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, tie):
+@pytest.mark.parametrize("own_attention", [True, False])
+def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, tie, own_attention, monkeypatch):
     """Variants GPT-2 lacks — every position scheme (absolute, RoPE, ALiBi, T5's relative buckets) and
-    the gated FFNs: the step against the explicit-math path recomputing the prefix."""
+    the gated FFNs: the step against the explicit-math path recomputing the prefix, its attention by
+    glassformer's kernel (nn/attend.cpp, where built) and by torch's SDPA."""
+    monkeypatch.setattr(decode_step, "OWN_ATTENTION", own_attention)
     fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
                   norm_position=norm_position, pe=pe, activation=activation, tie_embeddings=tie)
     fast = build_model(ModelConfig(**fields)).eval()
@@ -114,6 +117,9 @@ def test_gemv_epilogue_step_equals_explicit_math(norm_position, activation, resi
         cache = fast.new_cache(16)
         fast(ids, cache=cache)
         step, seq = DecodeStep(fast), ids
+        calls = []
+        real_attend = gemv.attend
+        monkeypatch.setattr(gemv, "attend", lambda *a: calls.append(1) or real_attend(*a))
         if gemv.available():  # the kernel must apply φ: the in-place one is never called
             def separate_phi(_t):
                 raise AssertionError("φ ran outside the kernel")
@@ -126,6 +132,7 @@ def test_gemv_epilogue_step_equals_explicit_math(norm_position, activation, resi
             assert (step(token, cache) - ref).abs().max() <= 1e-4 * ref.abs().max()
     if gemv.available():
         assert {g.route for layer in step.layers for g in (layer.W_O, layer.W_1, layer.W_2)} == {"gemv"}
+        assert len(calls) == 5 * 2  # attention by the kernel too: every step, every layer
 
 
 def test_module_path_where_the_step_would_differ():

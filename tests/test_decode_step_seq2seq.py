@@ -96,10 +96,13 @@ def run_generate(model, src, strategy, **extra):
     return generate(model, src, **kwargs)
 
 
+@pytest.mark.parametrize("own_attention", [True, False])
 @pytest.mark.parametrize("variant", VARIANTS)
-def test_step_logits_equal_explicit_math_recomputation(variant):
+def test_step_logits_equal_explicit_math_recomputation(variant, own_attention, monkeypatch):
     """Every prepared step's logits — the start token's included — equal the explicit-math model
-    reading the whole target prefix without a cache, over a padded source batch, to 1e-4."""
+    reading the whole target prefix without a cache, over a padded source batch, to 1e-4; attention
+    by glassformer's kernel (nn/attend.cpp, where built) and by torch's SDPA."""
+    monkeypatch.setattr(decode_step, "OWN_ATTENTION", own_attention)
     fast, math = translator(variant), translator(variant, attn_impl="math")
     src = sources()
     tgt_vocab = fast.config.out_vocab_size
@@ -126,6 +129,9 @@ def test_gemv_epilogue_step_equals_explicit_math(variant, monkeypatch):
     monkeypatch.setattr(decode_gemm, "FORCE", "gemv")
     fast, math = translator(variant), translator(variant, attn_impl="math")
     src = sources()
+    calls = []
+    real_attend = gemv.attend
+    monkeypatch.setattr(gemv, "attend", lambda *a: calls.append(1) or real_attend(*a))
     with torch.inference_mode(), prepared(fast):
         memory, src_pad = fast.encode(src)
         cache = fast.new_cache(16)
@@ -139,6 +145,7 @@ def test_gemv_epilogue_step_equals_explicit_math(variant, monkeypatch):
     if gemv.available():
         assert {g.route for layer in step.layers for g in (layer.W_O, layer.cross_W_O, layer.W_1, layer.W_2)} \
             == {"gemv"}
+        assert len(calls) == 5 * 2 * len(step.layers)  # self- and cross-attention by the kernel, every step
 
 
 @pytest.mark.parametrize("strategy", OPTIONS)

@@ -113,6 +113,58 @@ def test_epilogue_refuses_what_would_be_read_after_it_is_written():
         gemv.gemv(x, W, None, None, None, torch.randn(2, 8))
 
 
+def explicit_attention(q, k, v, length, scale, bias):
+    """softmax(q·Kᵀ·scale + bias)·V written out in float64 (seed 000 §2.3–2.4), heads side by side."""
+    scores = (q.double() @ k[:, :, :length].double().transpose(-1, -2)) * scale
+    if bias is not None:
+        scores = scores + bias.double()
+    return (torch.softmax(scores, dim=-1) @ v[:, :, :length].double()).transpose(1, 2)  # (B, M, H, d)
+
+
+@settings(max_examples=60, deadline=None)
+@given(B=st.integers(1, 4), H=st.integers(1, 8), M=st.integers(1, 4), length=st.integers(1, 70),
+       spare=st.integers(0, 5), d=st.integers(1, 80), bias=st.sampled_from(["none", "keys", "heads", "full"]),
+       threads=st.sampled_from([1, 2]), seed=st.integers(0, 2 ** 16))
+def test_attend_equals_explicit_softmax_attention(B, H, M, length, spare, d, bias, threads, seed):
+    """The decode step's attention (attend.cpp) against the explicit math in float64: the cache read in
+    place up to `length` of its capacity (views with strides, as the step passes them: q a slice of
+    the fused QKV buffer, K and V the halves of one buffer), any d_k (the vector tail), a bias broadcast
+    over heads and queries or not, masked keys at the most negative number, one and two threads."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    g = torch.Generator().manual_seed(seed)
+    qkv = torch.randn(B, 3, H, M, d, generator=g)
+    q = qkv[:, 0]  # strided over the batch, as the step's view of its QKV buffer
+    joint = torch.randn(B, 2, H, length + spare, d, generator=g)
+    k, v = joint.unbind(1)
+    shapes = {"none": None, "keys": (B, 1, 1, length), "heads": (B, H, 1, length), "full": (B, H, M, length)}
+    mask = None if shapes[bias] is None else torch.randn(shapes[bias], generator=g) * 3
+    if mask is not None and length > 1:  # a padded key, as the module path masks it
+        mask[..., 0] = torch.finfo(torch.float32).min
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = gemv.attend(q, k, v, length, d ** -0.5, mask)
+    finally:
+        torch.set_num_threads(before)
+    want = explicit_attention(q, k, v, length, d ** -0.5, mask)
+    assert got.shape == (B, M, H, d) and got.is_contiguous()
+    assert (got.double() - want).abs().max() <= 1e-5 * (1 + want.abs().max())
+
+
+def test_attend_refuses_what_it_cannot_take():
+    """A longer `length` than the cache holds, a non-contiguous d_k, float64, a bias of the wrong
+    shape: an error naming attend, never a read past the cache."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    q, k = torch.randn(1, 2, 1, 8), torch.randn(1, 2, 5, 8)
+    for args in [(q, k, k, 6, 1.0, None), (q, k, k, 0, 1.0, None), (q.transpose(2, 3), k, k, 5, 1.0, None),
+                 (q.double(), k.double(), k.double(), 5, 1.0, None), (q, k, k, 5, 1.0, torch.zeros(1, 3, 1, 5)),
+                 (q, k.transpose(2, 3).contiguous().transpose(2, 3), k, 5, 1.0, None)]:
+        with pytest.raises(RuntimeError, match="attend"):
+            gemv.kernel().attend(*args)
+
+
 def test_refuses_what_it_cannot_take():
     """Non-contiguous W, float64, mismatched shapes or a wrong buffer: an error, never a wrong sum;
     and `usable` keeps such products (and any that autograd must see) on PyTorch's routes."""

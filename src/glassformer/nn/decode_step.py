@@ -52,6 +52,7 @@ import torch.nn.modules.module as _module_hooks
 from torch import nn
 
 from .attention import KVCache
+from . import gemv as own_kernels
 from .decode_gemm import gemm as _gemm, last_level_cache_bytes, product
 from .embedding import TokenEmbedding
 from .norms import LayerNorm
@@ -67,6 +68,11 @@ _IN_PLACE = {"relu": torch.relu_, "gelu": _gelu_,
              "gelu_tanh": lambda t: _gelu_(t, approximate="tanh"), "silu": lambda t: F.silu(t, inplace=True)}
 # gated FFNs: φ on the gate branch (nn/feedforward.py's ACTIVATION_FNS), the same kernels in place
 _IN_PLACE.update(swiglu=_IN_PLACE["silu"], geglu=_IN_PLACE["gelu_tanh"], reglu=_IN_PLACE["relu"])
+
+
+# attention by glassformer's own kernel (nn/attend.cpp) where it was built: the scores, softmax and
+# weighted sum of V for a step's few queries, reading the cache in place; False: torch's SDPA (A/B)
+OWN_ATTENTION = True
 
 
 def _hooked(model: nn.Module) -> bool:
@@ -271,6 +277,7 @@ class DecodeStep:
         k_positions = cache.extend("positions", positions)  # (batch, length + 1): the keys'
         bias = self._bias(pos, positions, k_positions, cache, x)
         rope = pos["rope"](positions) if "rope" in pos else None
+        self._own = OWN_ATTENTION and own_kernels.attention_usable(x)
         for layer in self.layers:
             x = self._layer(layer, x, cache, length, bufs, bias, rope)
         cache.length = length + 1
@@ -350,8 +357,7 @@ class DecodeStep:
         """Post-LN's Norm after the Add; Pre-LN normalised the sublayer's input instead."""
         return r if layer.pre_ln else norm(r)
 
-    @staticmethod
-    def _attend(layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict,
+    def _attend(self, layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict,
                 bias: torch.Tensor | None, rope: tuple | None, residual: torch.Tensor | None) -> torch.Tensor:
         """One query per row over the cached keys and its own (no causal mask: it is the last), plus
         the residual."""
@@ -372,8 +378,11 @@ class DecodeStep:
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
             kb.narrow(2, length, 1).copy_(k)
             vb.narrow(2, length, 1).copy_(v)
-        z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
-                                           attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
+        if self._own and kb.dtype == torch.float32:  # the cache read in place, z with its heads side by side
+            z = own_kernels.attend(q, kb, vb, length + 1, layer.scale, bias)  # (batch, 1, head, d_k)
+        else:
+            z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
+                                               attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         # heads concatenated (one query)
         return product(layer.W_O, z.reshape(batch, H * d_k), bufs["o"], residual=residual)
 
@@ -385,10 +394,15 @@ class DecodeStep:
         memory = self.memory
         k, v = memory.kv[layer.index]
         q = layer.cross_W_Q(h, bufs["q"])
-        q = bufs["cross_q_heads"] if q is bufs["q"] else q.view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
-        z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale)
-        return product(layer.cross_W_O, z.transpose(1, 2).reshape(rows, H * d_k), bufs["cross_o"],
-                       residual=residual)
+        if q is bufs["q"]:
+            q = bufs["cross_q_heads"]
+        else:
+            q = q.view(memory.sources, rows // memory.sources, H, d_k).transpose(1, 2)
+        if self._own and k.dtype == torch.float32:  # z (source, beam, head, d_k): W_O's rows as they are
+            z = own_kernels.attend(q, k, v, k.shape[2], layer.cross_scale, memory.bias)
+        else:
+            z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale).transpose(1, 2)
+        return product(layer.cross_W_O, z.reshape(rows, H * d_k), bufs["cross_o"], residual=residual)
 
 
 def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None = None,

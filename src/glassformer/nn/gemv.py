@@ -35,6 +35,7 @@ from torch.autograd import profiler as _profiler
 
 PROFILE_NAME = "glassformer::gemv"
 SOURCE = Path(__file__).with_name("gemv.cpp")
+SOURCES = (SOURCE, Path(__file__).with_name("attend.cpp"))  # one extension: the products and attention
 # AVX2 + FMA: one binary for every CPU the project meets (AVX2 and AVX-512 alike: the product is bound
 # by memory, not by vector width). -fopenmp: at::parallel_for is a header whose threads are OpenMP
 # pragmas (without the flag it runs on one thread); the library it links, libgomp.so.1, is the one
@@ -48,7 +49,7 @@ FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-DCPU_CAPABILITY=AVX2", "-DCPU_C
 def module_name() -> str:
     """The extension's name, unique to its source, flags and torch: a changed source is a new build,
     never a stale binary loaded."""
-    key = SOURCE.read_bytes() + " ".join(FLAGS).encode() + torch.__version__.encode()
+    key = b"".join(p.read_bytes() for p in SOURCES) + " ".join(FLAGS).encode() + torch.__version__.encode()
     return "glassformer_gemv_" + hashlib.sha256(key).hexdigest()[:12]
 
 
@@ -101,6 +102,29 @@ def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
     return kernel().gemv(x2, W, b, out, code, residual)
 
 
+ATTEND_PROFILE_NAME = "glassformer::attend"
+
+
+def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: int, scale: float,
+           bias: torch.Tensor | None = None) -> torch.Tensor:
+    """z = softmax(q·Kᵀ·scale + bias)·V over the first `length` keys (attend.cpp): q (B, H, M, d_k),
+    k and v (B, H, ≥ length, d_k) — views of the cache read in place — bias broadcastable to (B, H, M,
+    length); z (B, M, H, d_k), its heads side by side as W_O reads them. Float32 on the CPU, d_k
+    contiguous (the caller checks `attention_usable`). One profiler event, `glassformer::attend`."""
+    if _profiler._is_profiler_enabled:
+        with torch.profiler.record_function(ATTEND_PROFILE_NAME):
+            return kernel().attend(q, k, v, length, scale, bias)
+    return kernel().attend(q, k, v, length, scale, bias)
+
+
+def attention_usable(like: torch.Tensor) -> bool:
+    """Whether a decode step whose activations look like `like` can take `attend`: built, float32 on
+    the CPU, and nothing asking for torch's own operators (autograd, torch.func, torch.compile)."""
+    return (available() and like.dtype == torch.float32 and like.device.type == "cpu"
+            and not torch.compiler.is_compiling() and not (torch.is_grad_enabled() and like.requires_grad)
+            and not torch._C._are_functorch_transforms_active())
+
+
 def usable(x2: torch.Tensor, W: torch.Tensor) -> bool:
     """Whether this product can take the kernel: built, float32 CPU tensors, both contiguous, and
     nothing asking for torch's own operators (autograd, torch.func, autocast, torch.compile)."""
@@ -117,7 +141,7 @@ def build(verbose: bool = False) -> Path:
 
     folder = build_dir()
     folder.mkdir(parents=True, exist_ok=True)
-    load(module_name(), [str(SOURCE)], extra_cflags=list(FLAGS), extra_ldflags=["-fopenmp"],
+    load(module_name(), [str(p) for p in SOURCES], extra_cflags=list(FLAGS), extra_ldflags=["-fopenmp"],
          build_directory=str(folder), verbose=verbose)
     kernel.cache_clear()
     return folder / f"{module_name()}.so"
