@@ -103,9 +103,10 @@ def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, 
                                                               ("pre", "gelu_tanh", True), ("pre", "silu", False),
                                                               ("post", "gelu", False)])
 def test_gemv_epilogue_step_equals_explicit_math(norm_position, activation, residual, monkeypatch):
-    """On the GEMV route the kernel applies the FFN's φ and each sublayer's residual Add itself
-    (decode_gemm.product): the step still equals the explicit-math model, Pre- and Post-LN, with and
-    without the residual connection — and φ was never run as a separate operator."""
+    """On the GEMV route the kernel applies the FFN's φ, each sublayer's residual Add and Post-LN's
+    LayerNorm itself (decode_gemm.product): the step still equals the explicit-math model, Pre- and
+    Post-LN, with and without the residual connection — and φ and Post-LN's norms never ran as
+    separate operators."""
     monkeypatch.setattr(decode_gemm, "FORCE", "gemv")
     fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
                   norm_position=norm_position, activation=activation, residual=residual)
@@ -121,10 +122,12 @@ def test_gemv_epilogue_step_equals_explicit_math(norm_position, activation, resi
         real_attend = gemv.attend
         monkeypatch.setattr(gemv, "attend", lambda *a: calls.append(1) or real_attend(*a))
         if gemv.available():  # the kernel must apply φ: the in-place one is never called
-            def separate_phi(_t):
-                raise AssertionError("φ ran outside the kernel")
+            def outside_the_kernel(_t):
+                raise AssertionError("φ or a Post-LN norm ran outside the kernel")
             for layer in step.layers:
-                layer.phi = separate_phi
+                layer.phi = outside_the_kernel
+                if norm_position == "post":  # and Post-LN's LayerNorms after the Adds
+                    layer.norm_self.forward = layer.norm_ffn.forward = outside_the_kernel
         for _ in range(5):
             token = torch.randint(1, VOCAB, (2,))
             seq = torch.cat([seq, token[:, None]], dim=1)

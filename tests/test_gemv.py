@@ -98,6 +98,35 @@ def test_epilogue_equals_torchs_activation_and_add(m, K, N, act, residual, threa
         torch.set_num_threads(before)
 
 
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 4), K=st.integers(1, 300), N=st.integers(2, 1100), beta=st.booleans(),
+       threads=st.sampled_from([1, 2]), seed=st.integers(0, 2 ** 16))
+def test_epilogue_layer_norm_equals_torchs(m, K, N, beta, threads, seed):
+    """Post-LN's Add & Norm in the epilogue, LayerNorm(x·W + b + r) per row with gamma (and beta), against
+    torch's F.layer_norm after addmm and `+`, computed in float64 from the same float32 operands:
+    within what the sum's rounding moves a normalised value (the row's error over its standard
+    deviation, times gamma), plus a few ulps."""
+    if not gemv.available():
+        pytest.fail("the kernel is not built here")
+    g = torch.Generator().manual_seed(seed)
+    x, W, b = torch.randn(m, K, generator=g), torch.randn(K, N, generator=g) / K ** 0.5, torch.randn(N, generator=g)
+    r = torch.randn(m, N, generator=g)
+    gamma, shift = 1 + torch.randn(N, generator=g) * 0.3, torch.randn(N, generator=g) if beta else None
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        got = gemv.gemv(x, W, b, None, None, r, (gamma, shift, 1e-5))
+    finally:
+        torch.set_num_threads(before)
+    pre = torch.addmm(b.double(), x.double(), W.double()) + r.double()
+    want = torch.nn.functional.layer_norm(pre, (N,), gamma.double(), None if shift is None else shift.double(), 1e-5)
+    eps = torch.finfo(torch.float32).eps
+    sum_error = ((x.abs() @ W.abs() + b.abs()) * K * eps + r.abs() * eps).double().max(dim=1, keepdim=True).values
+    std = pre.std(dim=1, unbiased=False, keepdim=True)
+    bound = 2 * sum_error / (std + 1e-5) * gamma.abs().double() + 8 * eps * (want.abs() + 1)
+    assert ((got.double() - want).abs() <= bound).all(), (got.double() - want).abs().max()
+
+
 def test_epilogue_refuses_what_would_be_read_after_it_is_written():
     """The output sharing memory with x or with the residual would be read after being written: an
     error, never a wrong sum; an unknown activation code too."""

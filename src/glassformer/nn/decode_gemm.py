@@ -206,20 +206,26 @@ class _Gemm:
 
 
 def product(gemm, x2: torch.Tensor, out: torch.Tensor | None, act: str | None = None, phi=None,
-            residual: torch.Tensor | None = None) -> torch.Tensor:
-    """φ(x2·W + b) + residual, φ (named `act`, applied in place by `phi`) and the residual optional: the
-    FFN's first product and a sublayer's last one with its Add (§4, §6). On the GEMV route the kernel
-    applies both to its output while it is still in L1/L2 (nn/gemv.cpp's epilogue): after a product that
-    streamed W, separate operators run from cold caches. Other routes run them after it, as operators."""
+            residual: torch.Tensor | None = None, norm=None) -> torch.Tensor:
+    """norm(φ(x2·W + b) + residual), φ (named `act`, applied in place by `phi`), the residual and the norm
+    optional: the FFN's first product, and a sublayer's last one with its Add and, Post-LN, its Norm
+    (§4, §5, §6). `norm`: a callable whose `ln` is a LayerNorm's (gamma, beta, eps), or None for any other
+    norm. On the GEMV route the kernel applies them all to its output while it is still in L1/L2
+    (nn/gemv.cpp's epilogue; a norm other than LayerNorm runs after it): after a product that streamed W,
+    separate operators run from cold caches. Other routes run them after it, as operators."""
     if type(gemm) is _Gemm:
         if gemm.route is None:
             gemm._resolve(x2)
         if gemm.route == "gemv" and EPILOGUE:
-            return own_gemv.gemv(x2, gemm.W, gemm.b, out, act, residual)
+            ln = None if norm is None else norm.ln
+            y = own_gemv.gemv(x2, gemm.W, gemm.b, out, act, residual, ln)
+            return y if norm is None or ln is not None else norm(y)
     y = gemm(x2, out)
     if phi is not None:
         y = phi(y)
-    return y if residual is None else residual + y
+    if residual is not None:
+        y = residual + y
+    return y if norm is None else norm(y)
 
 
 def gemm(W: torch.Tensor, b: torch.Tensor | None, owner: nn.Module, name: str, streams: bool, precision: str,

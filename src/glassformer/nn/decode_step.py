@@ -91,18 +91,28 @@ def supports(model: nn.Module, cache: KVCache | None) -> bool:
             and getattr(model, "segment", None) is None and not _hooked(model))
 
 
-def _norm_fn(norm: nn.Module):
+class _Norm:
     """The norm as one call: LayerNorm straight to its kernel with its own gamma, beta and eps (the
     module's forward is that same call behind two Python frames, ~15 µs of 13 per token); any other
-    norm through its forward, without hook machinery."""
-    if type(norm) is LayerNorm:
-        shape, gamma, beta, eps = (norm.gamma.shape[0],), norm.gamma, norm.beta, norm.eps
-        return lambda x: torch.layer_norm(x, shape, gamma, beta, eps)
-    return norm.forward
+    norm through its forward, without hook machinery. `ln`: a LayerNorm's (gamma, beta, eps), which
+    the GEMV kernel's epilogue can apply itself (decode_gemm.product); None for any other norm."""
+
+    __slots__ = ("forward", "ln")
+
+    def __init__(self, norm: nn.Module):
+        if type(norm) is LayerNorm:
+            shape, gamma, beta, eps = (norm.gamma.shape[0],), norm.gamma, norm.beta, norm.eps
+            self.ln = (gamma, beta, eps)
+            self.forward = lambda x: torch.layer_norm(x, shape, gamma, beta, eps)
+        else:
+            self.ln, self.forward = None, norm.forward
+
+    def __call__(self, x: torch.Tensor) -> torch.Tensor:
+        return self.forward(x)
 
 
 class _Layer:
-    """One decoder layer's prepared weights, and its norms as single calls (`_norm_fn`)."""
+    """One decoder layer's prepared weights, and its norms as single calls (`_Norm`)."""
 
     def __init__(self, layer, streams: bool, precision: str, steps: int | None):
         attn, ffn = layer.self_attn, layer.ffn
@@ -119,16 +129,16 @@ class _Layer:
             self.W_1 = gemm(ffn.W_1, ffn.b_1, ffn, "1")
         self.W_2 = gemm(ffn.W_2, ffn.b_2, ffn, "2")
         self.act, self.phi = ffn.activation, _IN_PLACE[ffn.activation]
-        self.norm_self = _norm_fn(layer.norm1)
+        self.norm_self = _Norm(layer.norm1)
         self.cross = getattr(layer, "has_cross", False)
         if self.cross:  # norm2 wraps cross-attention, norm3 the FFN (nn/layers.py)
             cross = layer.cross_attn
             self.cross_scale = cross.scale
             self.cross_W_Q = gemm(*cross._fused("Q"), cross, "Q")
             self.cross_W_O = gemm(cross.W_O, cross.b_O, cross, "O")
-            self.norm_cross, self.norm_ffn = _norm_fn(layer.norm2), _norm_fn(layer.norm3)
+            self.norm_cross, self.norm_ffn = _Norm(layer.norm2), _Norm(layer.norm3)
         else:
-            self.norm_ffn = _norm_fn(layer.norm2)
+            self.norm_ffn = _Norm(layer.norm2)
 
 
 def _gate_W_1(ffn: nn.Module) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -207,7 +217,7 @@ class DecodeStep:
         read = sum(p.numel() for p in model.parameters() if id(p) not in encoder)
         streams = 4 * read > last_level_cache_bytes()
         self.layers = [_Layer(layer, streams, precision, steps) for layer in model.dec]
-        self.final_norm = _norm_fn(model.dec_norm) if hasattr(model, "dec_norm") else None
+        self.final_norm = _Norm(model.dec_norm) if hasattr(model, "dec_norm") else None
         head = model.head
         self.rescale = head.rescale
         self.head = _gemm(head.streamed_W_U(), head.b_U, head, "U", streams, precision, steps)  # (d_model, vocab)
@@ -223,7 +233,7 @@ class DecodeStep:
         # step and read by index after: the sinusoids cost ~10 operators a step (float64 angles, sin,
         # cos, cat). Made inside the generation, like the memory's keys; a learned table is read as is.
         self._pe_table: torch.Tensor | None = None
-        self.embed_norm = _norm_fn(embed_norm) if embed_norm is not None else None
+        self.embed_norm = _Norm(embed_norm) if embed_norm is not None else None
         # the memory's keys and values are made at the first step: inside the generation's
         # inference mode and `prepared` scope, like every other prepared tensor
         self._source = None if memory is None else (memory, src_pad, group)
@@ -326,41 +336,38 @@ class DecodeStep:
                bias: torch.Tensor | None, rope: tuple | None) -> torch.Tensor:
         """Masked self-attention → Add & Norm → [cross-attention → Add & Norm] → FFN → Add & Norm
         (§4, §7.5), Pre- or Post-LN."""
-        # each sublayer's last product adds the residual x (its Add; `product`), then Post-LN's Norm
-        h = layer.norm_self(x) if layer.pre_ln else x
-        x = self._norm(layer, self._attend(layer, h, cache, length, bufs, bias, rope, self._skip(layer, x)),
-                       layer.norm_self)
+        # each sublayer's last product adds the residual x (its Add) and, Post-LN, applies the Norm
+        # after it (`product`); Pre-LN normalises the sublayer's input instead
+        pre = layer.pre_ln
+        h = layer.norm_self(x) if pre else x
+        x = self._attend(layer, h, cache, length, bufs, bias, rope, self._skip(layer, x),
+                         None if pre else layer.norm_self)
         if layer.cross:
-            h = layer.norm_cross(x) if layer.pre_ln else x
-            x = self._norm(layer, self._attend_memory(layer, h, bufs, self._skip(layer, x)), layer.norm_cross)
-        h = layer.norm_ffn(x) if layer.pre_ln else x
-        return self._norm(layer, self._ffn(layer, h, bufs, self._skip(layer, x)), layer.norm_ffn)
+            h = layer.norm_cross(x) if pre else x
+            x = self._attend_memory(layer, h, bufs, self._skip(layer, x), None if pre else layer.norm_cross)
+        h = layer.norm_ffn(x) if pre else x
+        return self._ffn(layer, h, bufs, self._skip(layer, x), None if pre else layer.norm_ffn)
 
     @staticmethod
-    def _ffn(layer: _Layer, h: torch.Tensor, bufs: dict, residual: torch.Tensor | None) -> torch.Tensor:
-        """φ(h·W_1 + b_1)·W_2 + b_2 (+ the residual) in one pass (§6); gated: φ(h·W_G + b_G) ⊙ (h·W_1 + b_1)
-        first."""
+    def _ffn(layer: _Layer, h: torch.Tensor, bufs: dict, residual: torch.Tensor | None, norm) -> torch.Tensor:
+        """φ(h·W_1 + b_1)·W_2 + b_2 (+ the residual, then `norm`) in one pass (§6); gated:
+        φ(h·W_G + b_G) ⊙ (h·W_1 + b_1) first."""
         if not layer.gated:
             hidden = product(layer.W_1, h, bufs["ff"], layer.act, layer.phi)
-            return product(layer.W_2, hidden, bufs["ff_out"], residual=residual)
+            return product(layer.W_2, hidden, bufs["ff_out"], residual=residual, norm=norm)
         gate, pre = layer.W_1(h, bufs["gate_ff"]).chunk(2, dim=1)
         return product(layer.W_2, torch.mul(layer.phi(gate), pre, out=bufs["ff"]), bufs["ff_out"],
-                       residual=residual)
+                       residual=residual, norm=norm)
 
     @staticmethod
     def _skip(layer: _Layer, x: torch.Tensor) -> torch.Tensor | None:
         """The residual connection's x (§4.1), or None in a model built without it."""
         return x if layer.residual else None
 
-    @staticmethod
-    def _norm(layer: _Layer, r: torch.Tensor, norm) -> torch.Tensor:
-        """Post-LN's Norm after the Add; Pre-LN normalised the sublayer's input instead."""
-        return r if layer.pre_ln else norm(r)
-
     def _attend(self, layer: _Layer, h: torch.Tensor, cache: KVCache, length: int, bufs: dict,
-                bias: torch.Tensor | None, rope: tuple | None, residual: torch.Tensor | None) -> torch.Tensor:
+                bias: torch.Tensor | None, rope: tuple | None, residual: torch.Tensor | None, norm) -> torch.Tensor:
         """One query per row over the cached keys and its own (no causal mask: it is the last), plus
-        the residual."""
+        the residual, then `norm` (Post-LN)."""
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         qkv = layer.qkv(h, bufs["qkv"])
         kb, vb = cache.self_kv[layer.index]
@@ -384,12 +391,13 @@ class DecodeStep:
             z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
                                                attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         # heads concatenated (one query)
-        return product(layer.W_O, z.reshape(batch, H * d_k), bufs["o"], residual=residual)
+        return product(layer.W_O, z.reshape(batch, H * d_k), bufs["o"], residual=residual, norm=norm)
 
-    def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict, residual: torch.Tensor | None) -> torch.Tensor:
-        """Cross-attention: each row's query over its source's memory, plus the residual. The rows of one
-        source (its beams) are that attention's queries: (source, head, beam, d_k) against one copy of the
-        keys."""
+    def _attend_memory(self, layer: _Layer, h: torch.Tensor, bufs: dict, residual: torch.Tensor | None,
+                       norm) -> torch.Tensor:
+        """Cross-attention: each row's query over its source's memory, plus the residual, then `norm`
+        (Post-LN). The rows of one source (its beams) are that attention's queries: (source, head, beam,
+        d_k) against one copy of the keys."""
         rows, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         memory = self.memory
         k, v = memory.kv[layer.index]
@@ -402,7 +410,7 @@ class DecodeStep:
             z = own_kernels.attend(q, k, v, k.shape[2], layer.cross_scale, memory.bias)
         else:
             z = F.scaled_dot_product_attention(q, k, v, attn_mask=memory.bias, scale=layer.cross_scale).transpose(1, 2)
-        return product(layer.cross_W_O, z.reshape(rows, H * d_k), bufs["cross_o"], residual=residual)
+        return product(layer.cross_W_O, z.reshape(rows, H * d_k), bufs["cross_o"], residual=residual, norm=norm)
 
 
 def prepared(model: nn.Module, cache: KVCache | None, prompt_pad: torch.Tensor | None = None,

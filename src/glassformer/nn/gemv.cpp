@@ -17,6 +17,7 @@
 #include <ATen/cpu/vec/vec.h>  // ATen's own vectors: φ with the formulas and erf/tanh/exp of its kernels
 
 #include <algorithm>
+#include <cmath>
 #include <vector>
 
 namespace {
@@ -75,6 +76,26 @@ inline Vec phi(Vec x, int64_t act) {
   }
 }
 
+// y[0:n] ← LayerNorm(y) with gamma and beta (optional): Post-LN's Norm after the Add (seed 000 §5.2),
+// in ATen's form (aten/src/ATen/native/cpu/layer_norm_kernel.cpp): (y · rstd − rstd · μ) · gamma + beta,
+// rstd = 1/√(σ² + eps); the moments summed in double (torch's Welford sums are float32: the two agree
+// to float32 rounding).
+void layer_norm(float* y, int64_t n, const float* gamma, const float* beta, double eps) {
+  double sum = 0.0, sq = 0.0;
+  for (int64_t j = 0; j < n; ++j) sum += y[j];
+  const double mean = sum / n;
+  for (int64_t j = 0; j < n; ++j) sq += (y[j] - mean) * (y[j] - mean);
+  const float rstd = static_cast<float>(1.0 / std::sqrt(sq / n + eps));
+  const float shift = -rstd * static_cast<float>(mean);
+  int64_t j = 0;
+  for (; j + Vec::size() <= n; j += Vec::size()) {
+    Vec v = at::vec::fmadd(Vec::loadu(y + j), Vec(rstd), Vec(shift)) * Vec::loadu(gamma + j);
+    if (beta) v = v + Vec::loadu(beta + j);
+    v.store(y + j);
+  }
+  for (; j < n; ++j) y[j] = (y[j] * rstd + shift) * gamma[j] + (beta ? beta[j] : 0.f);
+}
+
 // y ← φ(y) + r (r optional), n values
 void epilogue(float* y, const float* r, int64_t n, int64_t act) {
   int64_t j = 0;
@@ -91,13 +112,23 @@ void epilogue(float* y, const float* r, int64_t n, int64_t act) {
   }
 }
 
+// the whole epilogue over the m output rows: φ, + r, then the LayerNorm of each row
+void finish(float* y, const float* r, int64_t m, int64_t N, int64_t act, const float* gamma, const float* beta,
+            double eps) {
+  if (act != kNone || r) epilogue(y, r, m * N, act);
+  if (gamma)
+    for (int64_t row = 0; row < m; ++row) layer_norm(y + row * N, N, gamma, beta, eps);
+}
+
 }  // namespace
 
 // out (m, N) = x (m, K) · W (K, N) + b (N): float32, contiguous, on the CPU
-// = φ(x · W + b) + residual, given an activation `act` (Act) and/or a residual (m, N)
+// = φ(x · W + b) + residual, given an activation `act` (Act) and/or a residual (m, N); then, given gamma
+// (and beta), each row's LayerNorm with eps
 torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& W, const c10::optional<torch::Tensor>& b,
                    const c10::optional<torch::Tensor>& out, int64_t act,
-                   const c10::optional<torch::Tensor>& residual) {
+                   const c10::optional<torch::Tensor>& residual, const c10::optional<torch::Tensor>& gamma,
+                   const c10::optional<torch::Tensor>& beta, double eps) {
   TORCH_CHECK(x.dim() == 2 && W.dim() == 2 && x.size(1) == W.size(0), "gemv: x (m, K) and W (K, N) expected");
   TORCH_CHECK(x.scalar_type() == at::kFloat && W.scalar_type() == at::kFloat, "gemv: float32 only");
   TORCH_CHECK(x.is_contiguous() && W.is_contiguous(), "gemv: contiguous x and W only");
@@ -120,6 +151,17 @@ torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& W, const c10::op
                 "gemv: residual must be a contiguous float32 (m, N)");
     rp = residual->data_ptr<float>();
   }
+  const float* gp = nullptr;  // LayerNorm over each output row, last (then beta, optional)
+  const float* betap = nullptr;
+  for (const auto* t : {&gamma, &beta}) {
+    if (t->has_value()) {
+      TORCH_CHECK((*t)->dim() == 1 && (*t)->size(0) == N && (*t)->is_contiguous() && (*t)->scalar_type() == at::kFloat,
+                  "gemv: gamma and beta must be contiguous float32 (N,)");
+    }
+  }
+  TORCH_CHECK(gamma.has_value() || !beta.has_value(), "gemv: beta without gamma");
+  if (gamma.has_value()) gp = gamma->data_ptr<float>();
+  if (beta.has_value()) betap = beta->data_ptr<float>();
   const float* xp = x.data_ptr<float>();
   const float* Wp = W.data_ptr<float>();
   float* yp = y.data_ptr<float>();
@@ -133,7 +175,7 @@ torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& W, const c10::op
   const int64_t groups = (K + R - 1) / R;  // threads split W's rows in groups of R
   if (threads == 1 || m * K * N < (1 << 15) || groups < 2) {  // small: waking a thread costs more
     rows(xp, Wp, yp, m, K, N, 0, K);
-    if (act != kNone || rp) epilogue(yp, rp, m * N, act);
+    finish(yp, rp, m, N, act, gp, betap, eps);
     return y;
   }
   // each thread streams one contiguous stretch of W's rows into its own partial sums, added after
@@ -144,7 +186,7 @@ torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& W, const c10::op
   });
   for (int64_t t = 0; t < threads; ++t)
     for (int64_t k = 0; k < m * N; ++k) yp[k] += pp[t * m * N + k];
-  if (act != kNone || rp) epilogue(yp, rp, m * N, act);
+  finish(yp, rp, m, N, act, gp, betap, eps);
   return y;
 }
 
@@ -156,8 +198,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("attend", &attend, "z (B, M, H, d) = softmax(q·Kᵀ·scale + bias)·V over the first `length` keys",
              pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("length"),
              pybind11::arg("scale"), pybind11::arg("bias") = pybind11::none());
-  module.def("gemv", &gemv, "out (m, N) = φ(x (m, K) · W (K, N) + b) + residual, reading W once",
+  module.def("gemv", &gemv, "out (m, N) = LayerNorm(φ(x (m, K) · W (K, N) + b) + residual), reading W once",
              pybind11::arg("x"), pybind11::arg("W"), pybind11::arg("b") = pybind11::none(),
              pybind11::arg("out") = pybind11::none(), pybind11::arg("act") = 0,
-             pybind11::arg("residual") = pybind11::none());
+             pybind11::arg("residual") = pybind11::none(), pybind11::arg("gamma") = pybind11::none(),
+             pybind11::arg("beta") = pybind11::none(), pybind11::arg("eps") = 1e-5);
 }

@@ -88,18 +88,19 @@ ACTS = {"relu": 1, "gelu": 2, "gelu_tanh": 3, "silu": 4}
 
 def gemv(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None = None,
          out: torch.Tensor | None = None, act: str | None = None,
-         residual: torch.Tensor | None = None) -> torch.Tensor:
-    """φ(x2 (m, K) · W (K, N) + b) + residual, W read once: float32, contiguous (the caller checks
-    `usable`); `act` one of ACTS or None, `residual` a contiguous (m, N) or None — the epilogue, done on
-    the output while it is hot (gemv.cpp). Under torch.profiler the call is one event,
-    `glassformer::gemv` (the extension is not an ATen operator, so the profiler would otherwise count its
-    time as the caller's)."""
+         residual: torch.Tensor | None = None, ln: tuple | None = None) -> torch.Tensor:
+    """LayerNorm(φ(x2 (m, K) · W (K, N) + b) + residual), W read once: float32, contiguous (the caller
+    checks `usable`); `act` one of ACTS or None, `residual` a contiguous (m, N) or None, `ln` a
+    LayerNorm's (gamma, beta, eps) or None — the epilogue, done on the output while it is hot
+    (gemv.cpp). Under torch.profiler the call is one event, `glassformer::gemv` (the extension is not
+    an ATen operator, so the profiler would otherwise count its time as the caller's)."""
     b = b if b is None or b.is_contiguous() else b.contiguous()
     code = 0 if act is None else ACTS[act]
+    gamma, beta, eps = ln if ln is not None else (None, None, 1e-5)
     if _profiler._is_profiler_enabled:
         with torch.profiler.record_function(PROFILE_NAME):
-            return kernel().gemv(x2, W, b, out, code, residual)
-    return kernel().gemv(x2, W, b, out, code, residual)
+            return kernel().gemv(x2, W, b, out, code, residual, gamma, beta, eps)
+    return kernel().gemv(x2, W, b, out, code, residual, gamma, beta, eps)
 
 
 ATTEND_PROFILE_NAME = "glassformer::attend"
