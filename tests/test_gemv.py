@@ -153,12 +153,14 @@ def explicit_attention(q, k, v, length, scale, bias):
 @settings(max_examples=60, deadline=None)
 @given(B=st.integers(1, 4), H=st.integers(1, 8), M=st.integers(1, 4), length=st.integers(1, 70),
        spare=st.integers(0, 5), d=st.integers(1, 80), bias=st.sampled_from(["none", "keys", "heads", "full"]),
-       threads=st.sampled_from([1, 2]), seed=st.integers(0, 2 ** 16))
-def test_attend_equals_explicit_softmax_attention(B, H, M, length, spare, d, bias, threads, seed):
+       write=st.booleans(), threads=st.sampled_from([1, 2]), seed=st.integers(0, 2 ** 16))
+def test_attend_equals_explicit_softmax_attention(B, H, M, length, spare, d, bias, write, threads, seed):
     """The decode step's attention (attend.cpp) against the explicit math in float64: the cache read in
     place up to `length` of its capacity (views with strides, as the step passes them: q a slice of
     the fused QKV buffer, K and V the halves of one buffer), any d_k (the vector tail), a bias broadcast
-    over heads and queries or not, masked keys at the most negative number, one and two threads."""
+    over heads and queries or not, masked keys at the most negative number, one and two threads; with
+    one query per row, the step's own key and value written into the cache's row length − 1 first
+    (and nothing else of the cache touched)."""
     if not gemv.available():
         pytest.fail("the kernel is not built here")
     g = torch.Generator().manual_seed(seed)
@@ -170,12 +172,19 @@ def test_attend_equals_explicit_softmax_attention(B, H, M, length, spare, d, bia
     mask = None if shapes[bias] is None else torch.randn(shapes[bias], generator=g) * 3
     if mask is not None and length > 1:  # a padded key, as the module path masks it
         mask[..., 0] = torch.finfo(torch.float32).min
+    new_k = new_v = None
+    if write and M == 1:  # the step's own key and value: views of the QKV buffer, like q
+        new_k, new_v = qkv[:, 1], qkv[:, 2]
+    untouched = joint.clone()
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        got = gemv.attend(q, k, v, length, d ** -0.5, mask)
+        got = gemv.attend(q, k, v, length, d ** -0.5, mask, new_k, new_v)
     finally:
         torch.set_num_threads(before)
+    if new_k is not None:
+        untouched[:, 0, :, length - 1], untouched[:, 1, :, length - 1] = new_k[:, :, 0], new_v[:, :, 0]
+    assert torch.equal(joint, untouched)
     want = explicit_attention(q, k, v, length, d ** -0.5, mask)
     assert got.shape == (B, M, H, d) and got.is_contiguous()
     assert (got.double() - want).abs().max() <= 1e-5 * (1 + want.abs().max())
@@ -190,6 +199,11 @@ def test_attend_refuses_what_it_cannot_take():
     for args in [(q, k, k, 6, 1.0, None), (q, k, k, 0, 1.0, None), (q.transpose(2, 3), k, k, 5, 1.0, None),
                  (q.double(), k.double(), k.double(), 5, 1.0, None), (q, k, k, 5, 1.0, torch.zeros(1, 3, 1, 5)),
                  (q, k.transpose(2, 3).contiguous().transpose(2, 3), k, 5, 1.0, None)]:
+        with pytest.raises(RuntimeError, match="attend"):
+            gemv.kernel().attend(*args)
+    new = torch.randn(1, 2, 1, 8)  # a step's own key and value: both, of its shape, one query per row
+    for args in [(q, k, k, 5, 1.0, None, new, None), (q, k, k, 5, 1.0, None, new[..., :4], new[..., :4]),
+                 (torch.randn(1, 2, 3, 8), k, k, 5, 1.0, None, new, new)]:
         with pytest.raises(RuntimeError, match="attend"):
             gemv.kernel().attend(*args)
 

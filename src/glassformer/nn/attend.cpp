@@ -47,9 +47,12 @@ inline void axpy(float p, const float* v, float* acc, int64_t d) {
 
 // q (B, H, M, d), k and v (B, H, ≥ length, d), each with its last dimension contiguous and any other
 // strides (views of the step's buffers and of the cache); bias broadcastable to (B, H, M, length) or
-// none. Returns z (B, M, H, d), contiguous.
+// none. Given new_k and new_v (B, H, 1, d), one query per row (self-attention): they are first written
+// into the cache as its row length − 1 — the step's own key and value, which its query also attends
+// to — so the cache write costs no operator calls of its own. Returns z (B, M, H, d), contiguous.
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t length,
-                     double scale, const c10::optional<torch::Tensor>& bias) {
+                     double scale, const c10::optional<torch::Tensor>& bias,
+                     const c10::optional<torch::Tensor>& new_k, const c10::optional<torch::Tensor>& new_v) {
   TORCH_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, "attend: q, k, v must be (batch, head, seq, d_k)");
   TORCH_CHECK(q.scalar_type() == at::kFloat && k.scalar_type() == at::kFloat && v.scalar_type() == at::kFloat,
               "attend: float32 only");
@@ -59,6 +62,19 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
                   v.size(3) == d && length >= 1 && length <= k.size(2) && length <= v.size(2),
               "attend: k and v must be (batch, head, ≥ length, d_k) like q, length ≥ 1");
   TORCH_CHECK(q.stride(3) == 1 && k.stride(3) == 1 && v.stride(3) == 1, "attend: d_k must be contiguous");
+  TORCH_CHECK(new_k.has_value() == new_v.has_value(), "attend: new_k and new_v come together");
+  const float* nkp = nullptr;
+  const float* nvp = nullptr;
+  if (new_k.has_value()) {
+    for (const auto* t : {&*new_k, &*new_v}) {
+      TORCH_CHECK(t->dim() == 4 && t->size(0) == B && t->size(1) == H && t->size(2) == 1 && t->size(3) == d &&
+                      t->stride(3) == 1 && t->scalar_type() == at::kFloat,
+                  "attend: new_k and new_v must be float32 (batch, head, 1, d_k) with d_k contiguous");
+    }
+    TORCH_CHECK(M == 1, "attend: new_k and new_v are a step's own key and value: one query per row");
+    nkp = new_k->data_ptr<float>();
+    nvp = new_v->data_ptr<float>();
+  }
   const float* bp = nullptr;
   int64_t bs[4] = {0, 0, 0, 0};  // the bias's strides, 0 along a broadcast dimension
   if (bias.has_value()) {
@@ -73,16 +89,22 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
   }
   torch::Tensor z = torch::empty({B, M, H, d}, q.options());
   const float* qp = q.data_ptr<float>();
-  const float* kp = k.data_ptr<float>();
-  const float* vp = v.data_ptr<float>();
+  float* kp = k.data_ptr<float>();  // written only at row length − 1, given new_k and new_v
+  float* vp = v.data_ptr<float>();
   float* zp = z.data_ptr<float>();
   const float s = static_cast<float>(scale);
   auto heads = [&](int64_t i0, int64_t i1) {
     std::vector<float> p(length);
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t b = i / H, h = i % H;
-      const float* kh = kp + b * k.stride(0) + h * k.stride(1);
-      const float* vh = vp + b * v.stride(0) + h * v.stride(1);
+      float* kh = kp + b * k.stride(0) + h * k.stride(1);
+      float* vh = vp + b * v.stride(0) + h * v.stride(1);
+      if (nkp) {  // this head's new key and value into the cache, before reading it
+        const auto& nk = *new_k;
+        const auto& nv = *new_v;
+        std::copy_n(nkp + b * nk.stride(0) + h * nk.stride(1), d, kh + (length - 1) * k.stride(2));
+        std::copy_n(nvp + b * nv.stride(0) + h * nv.stride(1), d, vh + (length - 1) * v.stride(2));
+      }
       for (int64_t m = 0; m < M; ++m) {
         const float* qm = qp + b * q.stride(0) + h * q.stride(1) + m * q.stride(2);
         const float* bm = bp ? bp + b * bs[0] + h * bs[1] + m * bs[2] : nullptr;

@@ -256,6 +256,7 @@ class DecodeStep:
             H, d_k = first.n_heads, first.d_k
             q, kv = bufs["qkv"].view(batch, 3, H, 1, d_k).split([1, 2], dim=1)
             bufs["q_heads"], bufs["kv_heads"] = q.squeeze(1), kv  # (batch, head, 1, d_k), (batch, 2, head, 1, d_k)
+            bufs["k_new"], bufs["v_new"] = kv.unbind(1)  # each (batch, head, 1, d_k)
             if first.cross:
                 sources = self.memory.sources
                 bufs["cross_q_heads"] = bufs["q"].view(sources, batch // sources, H, d_k).transpose(1, 2)
@@ -371,23 +372,26 @@ class DecodeStep:
         batch, H, d_k = h.shape[0], layer.n_heads, layer.d_k
         qkv = layer.qkv(h, bufs["qkv"])
         kb, vb = cache.self_kv[layer.index]
-        joint = cache.joint_kv.get(layer.index)
-        # every operator after a GEMM that streamed its weights runs from cold caches (~10–40 µs, not
-        # ~2): the fewer the better. K and V go into the cache in one copy where both are halves of one
-        # buffer, from views of the GEMM's buffer made once. narrow, not kb[:, :, i:j]: one call
-        # instead of Python's index machinery (~5 µs each).
-        if qkv is bufs["qkv"] and rope is None and joint is not None and kb.data_ptr() == joint.data_ptr():
-            q = bufs["q_heads"]
-            joint.narrow(3, length, 1).copy_(bufs["kv_heads"])
+        if qkv is bufs["qkv"] and rope is None:  # views of the GEMM's buffer, made once per batch size
+            q, k, v = bufs["q_heads"], bufs["k_new"], bufs["v_new"]
         else:
             q, k, v = qkv.view(batch, 3, H, 1, d_k).unbind(1)
             if rope is not None:  # the new query and key rotated to their position; cached keys already are
                 q, k = apply_rotary(q, *rope), apply_rotary(k, *rope)
-            kb.narrow(2, length, 1).copy_(k)
-            vb.narrow(2, length, 1).copy_(v)
-        if self._own and kb.dtype == torch.float32:  # the cache read in place, z with its heads side by side
-            z = own_kernels.attend(q, kb, vb, length + 1, layer.scale, bias)  # (batch, 1, head, d_k)
+        if self._own and kb.dtype == torch.float32:
+            # the kernel writes k and v into the cache's row `length`, then reads the cache in place;
+            # z comes with its heads side by side
+            z = own_kernels.attend(q, kb, vb, length + 1, layer.scale, bias, k, v)  # (batch, 1, head, d_k)
         else:
+            # every operator after a GEMM that streamed its weights runs from cold caches (~10–40 µs, not
+            # ~2): the fewer the better. K and V go into the cache in one copy where both are halves of one
+            # buffer. narrow, not kb[:, :, i:j]: one call instead of Python's index machinery (~5 µs each).
+            joint = cache.joint_kv.get(layer.index)
+            if k is bufs["k_new"] and joint is not None and kb.data_ptr() == joint.data_ptr():
+                joint.narrow(3, length, 1).copy_(bufs["kv_heads"])
+            else:
+                kb.narrow(2, length, 1).copy_(k)
+                vb.narrow(2, length, 1).copy_(v)
             z = F.scaled_dot_product_attention(q, kb.narrow(2, 0, length + 1), vb.narrow(2, 0, length + 1),
                                                attn_mask=bias, scale=layer.scale)  # (batch, head, 1, d_k)
         # heads concatenated (one query)

@@ -192,12 +192,14 @@ torch::Tensor gemv(const torch::Tensor& x, const torch::Tensor& W, const c10::op
 
 // attend.cpp: the decode step's attention over the cache or the memory, in the same extension
 torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, int64_t length,
-                     double scale, const c10::optional<torch::Tensor>& bias);
+                     double scale, const c10::optional<torch::Tensor>& bias,
+                     const c10::optional<torch::Tensor>& new_k, const c10::optional<torch::Tensor>& new_v);
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
   module.def("attend", &attend, "z (B, M, H, d) = softmax(q·Kᵀ·scale + bias)·V over the first `length` keys",
              pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("length"),
-             pybind11::arg("scale"), pybind11::arg("bias") = pybind11::none());
+             pybind11::arg("scale"), pybind11::arg("bias") = pybind11::none(),
+             pybind11::arg("new_k") = pybind11::none(), pybind11::arg("new_v") = pybind11::none());
   module.def("gemv", &gemv, "out (m, N) = LayerNorm(φ(x (m, K) · W (K, N) + b) + residual), reading W once",
              pybind11::arg("x"), pybind11::arg("W"), pybind11::arg("b") = pybind11::none(),
              pybind11::arg("out") = pybind11::none(), pybind11::arg("act") = 0,

@@ -107,15 +107,18 @@ ATTEND_PROFILE_NAME = "glassformer::attend"
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, length: int, scale: float,
-           bias: torch.Tensor | None = None) -> torch.Tensor:
+           bias: torch.Tensor | None = None, new_k: torch.Tensor | None = None,
+           new_v: torch.Tensor | None = None) -> torch.Tensor:
     """z = softmax(q·Kᵀ·scale + bias)·V over the first `length` keys (attend.cpp): q (B, H, M, d_k),
     k and v (B, H, ≥ length, d_k) — views of the cache read in place — bias broadcastable to (B, H, M,
-    length); z (B, M, H, d_k), its heads side by side as W_O reads them. Float32 on the CPU, d_k
-    contiguous (the caller checks `attention_usable`). One profiler event, `glassformer::attend`."""
+    length); z (B, M, H, d_k), its heads side by side as W_O reads them. `new_k`, `new_v` (B, H, 1,
+    d_k): the step's own key and value, written into the cache's row length − 1 first (self-attention).
+    Float32 on the CPU, d_k contiguous (the caller checks `attention_usable`). One profiler event,
+    `glassformer::attend`."""
     if _profiler._is_profiler_enabled:
         with torch.profiler.record_function(ATTEND_PROFILE_NAME):
-            return kernel().attend(q, k, v, length, scale, bias)
-    return kernel().attend(q, k, v, length, scale, bias)
+            return kernel().attend(q, k, v, length, scale, bias, new_k, new_v)
+    return kernel().attend(q, k, v, length, scale, bias, new_k, new_v)
 
 
 def attention_usable(like: torch.Tensor) -> bool:
