@@ -11,7 +11,11 @@ with 1 and 2 threads (`--threads`). Two independent estimates of the per-token o
   taken as the median over `--repeats` pairs of one timed and one profiled generation, back to back;
 - *thin model*: the same generation on a model of the same depth and vocabulary but d_model 16, whose
   GEMMs cost next to nothing: its wall time per token is the loop's overhead alone (minus its tiny
-  GEMMs, and with the output head's 8,000-wide row still paid).
+  GEMMs, and with the output head's 8,000-wide row still paid). Its tiny products take BLAS, whose
+  route applies φ, the residual Adds and Post-LN's norms as separate operators; the full-width step's
+  products take glassformer's GEMV kernel, which does them in its epilogue. So the thin model is run a
+  second time with every product forced onto the GEMV route (where the kernel is built): the loop's
+  overhead as the full-width step at batch 1 runs it.
 
 Per layer: the overhead divided by the layers a step runs (the decoder's; the translator's encoder runs
 once per source). Per token is per generation over its tokens: what a generation pays once (its weight
@@ -35,6 +39,7 @@ import torch
 from glassformer.bench.harness import _kineto_lines_dropped
 from glassformer.bench.peer import EOS, FULL, QUICK, gpt2_pair, marian_pair
 from glassformer.generate import generate
+from glassformer.nn import decode_gemm, gemv as own_gemv
 
 GEMM_OPS = ("aten::addmm", "aten::mm", "aten::bmm", "aten::baddbmm", "aten::linear", "mkldnn::_linear_pointwise",
             "aten::_weight_int8pack_mm", "quantized::linear_dynamic", "aten::mkldnn_linear",
@@ -147,14 +152,23 @@ def main() -> None:
                 _, _, rest_1 = paired_ms(one_fn, 1, args.repeats, stat)
                 marginal = (rest * n - rest_1) / (n - 1)
                 thin_wall = wall_ms(thin_fn, n, args.repeats, stat)
+                thin_gemv = None
+                if own_gemv.available():
+                    decode_gemm.FORCE = "gemv"
+                    try:
+                        thin_gemv = wall_ms(thin_fn, n, args.repeats, stat)
+                    finally:
+                        decode_gemm.FORCE = None
                 rows.append((kind, threads, wall, gemm, rest, rest / layers, marginal, marginal / layers,
-                             thin_wall, thin_wall / layers))
+                             thin_wall, thin_wall / layers, thin_gemv, layers))
     print("| model | threads | ms / token | GEMMs (profiled) | outside the GEMMs | per layer | "
-          "outside the GEMMs, each further token | per layer | thin model (d_model 16) | per layer |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for kind, threads, wall, gemm, rest, per, marginal, marginal_per, thin_wall, thin_per in rows:
+          "outside the GEMMs, each further token | per layer | thin model (d_model 16) | per layer | "
+          "thin model, GEMV route | per layer |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for kind, threads, wall, gemm, rest, per, marginal, marginal_per, thin_wall, thin_per, thin_gemv, layers in rows:
+        gemv_cells = "— | —" if thin_gemv is None else f"{thin_gemv:.2f} | {thin_gemv / layers:.3f}"
         print(f"| {kind} | {threads} | {wall:.2f} | {gemm:.2f} | {rest:.2f} | {per:.3f} | {marginal:.2f} |"
-              f" {marginal_per:.3f} | {thin_wall:.2f} | {thin_per:.3f} |")
+              f" {marginal_per:.3f} | {thin_wall:.2f} | {thin_per:.3f} | {gemv_cells} |")
 
 
 if __name__ == "__main__":
