@@ -18,6 +18,10 @@ small model. `DecodeStep` does the same arithmetic with none of it:
   over a contiguous (out, in) copy of W (`nn/decode_gemm.py`) — resolved on the first step and kept,
   so the step has the module path's numbers (to float32 rounding) on every route;
 - no work that grows with the cache in Python: the cached keys are a slice of a preallocated buffer;
+- where glassformer's kernels are built (nn/gemv.py): on the GEMV route each sublayer's last product
+  also does its Add and, Post-LN, its LayerNorm, and W_1's applies φ (`decode_gemm.product`); and
+  attention is `attend`, which writes the step's key and value into the cache and reads it in place
+  (`OWN_ATTENTION`; torch's SDPA otherwise);
 - every position scheme through its own module, once per step for all layers: absolute encodings
   added to the embedding, RoPE rotating the new query and key, ALiBi and T5's relative buckets as
   the scores' bias; a left-padded prompt's padding (the prompt itself runs the module path) masked

@@ -1,4 +1,4 @@
-"""glassformer's own matrix-vector kernel for the decode step (nn/gemv.cpp, issue 29).
+"""glassformer's own kernels for the decode step (nn/gemv.cpp, nn/attend.cpp; issue 29).
 
 At batch 1 a decode step reads every weight once and does one multiply-add with it, so its GEMMs
 can go no faster than W streams from memory. The general kernels read it far slower than that: on
@@ -11,6 +11,13 @@ the others per shape class and taken only where it is fastest (the tall 1,536 �
 oneDNN's (out, in) copy there, 89 against 91 µs), so a machine whose BLAS streams better keeps its
 BLAS. Batch-1 decoding of the benchmark LM with it: 5.46 → 3.32 ms a token at 2 threads, 5.22 →
 4.55 at one (interleaved A/B, same tokens as HF GPT-2).
+
+The same extension holds the step's other two kernels (docs/benchmarks.md, "The decode step's
+epilogue and attention"): the product's *epilogue* — φ, the residual Add and Post-LN's LayerNorm
+applied to its output rows while they are still in L1/L2, where separate operators after a streamed W
+ran from cold caches — and `attend` (attend.cpp): a step's attention over the cache read in place, its
+own key and value written there first, z returned in W_O's layout (SDPA with its narrows and reshape
+took ~38 µs a call where this takes ~7, hot).
 
 PyTorch's compilers came first (issue 29 §2): Inductor lowers a product to the same BLAS call, and
 compiling the step took over a minute without being faster (docs/benchmarks.md). The kernel is
