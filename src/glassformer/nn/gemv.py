@@ -47,7 +47,7 @@ SOURCES = (SOURCE, Path(__file__).with_name("attend.cpp"))  # one extension: the
 # by memory, not by vector width). -fopenmp: at::parallel_for is a header whose threads are OpenMP
 # pragmas (without the flag it runs on one thread); the library it links, libgomp.so.1, is the one
 # torch's wheel ships and has loaded already, so the process keeps one OpenMP runtime (a second one,
-# as CTranslate2's wheel brings, halved torch's speed: docs/benchmarks.md) — tests/test_gemv.py checks
+# as CTranslate2's wheel brings, halved torch's speed: docs/benchmarks.md) — tests/test_gemv.py checks it.
 # CPU_CAPABILITY=AVX2: ATen's vector header (the epilogue's φ) compiled for AVX2, as torch's own AVX2
 # kernels are; its erf is inline, its tanh and exp are SLEEF's, which libtorch_cpu exports.
 FLAGS = ("-O3", "-mavx2", "-mfma", "-fopenmp", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2")
