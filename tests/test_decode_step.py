@@ -70,6 +70,15 @@ def test_greedy_tokens_identical_to_hf_gpt2(batch):
     assert torch.equal(got, ref)
 
 
+def fast_and_math(**variant):
+    """A small decoder-only model of `variant` and the explicit-math model with the same weights."""
+    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64, **variant)
+    fast = build_model(ModelConfig(**fields)).eval()
+    math = build_model(ModelConfig(**fields, attn_impl="math")).eval()
+    math.load_state_dict(fast.state_dict())
+    return fast, math
+
+
 @pytest.mark.parametrize("norm_position,pe,activation,tie", [("post", "sinusoidal", "relu", False),
                                                            ("pre", "learned", "gelu", True),
                                                            ("pre", "none", "silu", False),
@@ -82,11 +91,7 @@ def test_step_equals_explicit_math_recomputation(norm_position, pe, activation, 
     the gated FFNs: the step against the explicit-math path recomputing the prefix, its attention by
     glassformer's kernel (nn/attend.cpp, where built) and by torch's SDPA."""
     monkeypatch.setattr(decode_step, "OWN_ATTENTION", own_attention)
-    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
-                  norm_position=norm_position, pe=pe, activation=activation, tie_embeddings=tie)
-    fast = build_model(ModelConfig(**fields)).eval()
-    math = build_model(ModelConfig(**fields, attn_impl="math")).eval()
-    math.load_state_dict(fast.state_dict())
+    fast, math = fast_and_math(norm_position=norm_position, pe=pe, activation=activation, tie_embeddings=tie)
     ids = torch.randint(1, VOCAB, (2, 4))
     with torch.inference_mode():
         cache = fast.new_cache(16)
@@ -108,11 +113,7 @@ def test_gemv_epilogue_step_equals_explicit_math(norm_position, activation, resi
     Post-LN, with and without the residual connection — and φ and Post-LN's norms never ran as
     separate operators."""
     monkeypatch.setattr(decode_gemm, "FORCE", "gemv")
-    fields = dict(arch="decoder", vocab_size=VOCAB, d_model=48, n_heads=4, d_ff=96, n_layers=2, max_len=64,
-                  norm_position=norm_position, activation=activation, residual=residual)
-    fast = build_model(ModelConfig(**fields)).eval()
-    math = build_model(ModelConfig(**fields, attn_impl="math")).eval()
-    math.load_state_dict(fast.state_dict())
+    fast, math = fast_and_math(norm_position=norm_position, activation=activation, residual=residual)
     ids = torch.randint(1, VOCAB, (2, 4))
     with torch.inference_mode():
         cache = fast.new_cache(16)
