@@ -136,13 +136,15 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
     S("ffn-role", "seed 000 §6.3", "前馈网络：逐位置的。每个词关起门来，在自己的表示空间里做非线性变换。这是\"思考\"",
       "the FFN, position by position, is where the model 'thinks' (the non-linear recombination)",
       rows=("ffn", "ffn-capacity", "real-ffn"),
-      decides=(("ffn-capacity", "N = 4096: an FFN (4×) recalls more facts than a parameter-matched attention-only "
+      decides=(("ffn-capacity", "N = 16384: an FFN (4×) recalls more facts than a parameter-matched attention-only "
                                 "model (3 attention layers, no FFN)"),),
       why="`ffn-capacity`'s parameter-matched check decides: the FFN of 4× (58,560 parameters) against 3 attention "
           "layers without an FFN (59,264: same width, embeddings and head, the FFN's parameters given to attention); "
           "every 'FFN beats no FFN' check (`ffn`, `real-ffn`, `ffn-capacity`) also adds 33k parameters, so it cannot "
-          "tell the FFN from its size. At N = 4096 both matched arms recall all but ~0.4% of the facts (the task's "
-          "ceiling), so it is not tested; the wider matched arm (d_model 104, 58,032) recalls 0.894 and supports"),
+          "tell the FFN from its size. N = 16,384 facts puts both matched arms far from the ceiling (at 4,096 both "
+          "recalled all but ~0.4%); there the deeper attention-only model recalls as much as the FFN, so the claim "
+          "that the FFN is where the capacity lies is not borne out at matched size. The wider matched arm "
+          "(d_model 104) recalls far less than either: how the parameters are spent matters more than FFN or not"),
     S("ffn-share", "seed 003 §5", "以BERT-base为例其总参数约1.1亿其中FFN部分占约70%每个Block有两个FFN",
       "in BERT-base (≈ 110M parameters) the FFN is ≈ 70%, two FFNs per block", rows=("ffn-share",)),
     S("rnn-speed", "seed 000 §8.1", "Transformer 处理一个 512 词的句子比 RNN 快 10-100 倍（取决于序列长度和硬件）",
