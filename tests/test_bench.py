@@ -104,6 +104,45 @@ def test_quick_peer_rows_against_ctranslate2(quick):
     assert r["int8_routes"] and all(row["winner"] in ("fbgemm", "int8pack", "dequant") for row in r["int8_routes"])
 
 
+def test_peer_targets_hold_greedy_rows_to_the_agreement_goal_and_beam_rows_to_speed():
+    """Issue 29's goals, read as written: int8 ≥ 1.0× CTranslate2 on every row and ≥ 95 % of *greedy*
+    tokens equal to our fp32 (on the same prefix); a beam row's agreement is reported, not gated."""
+    from glassformer.bench import targets
+
+    def row(ratio, agreement, same_prefix):
+        same = {"rows_equal": 1, "rows": 1, "token_agreement": 1.0, "same_prefix_agreement": 1.0}
+        return {"ratio_fp32": 1.5, "ratio_int8": ratio, "tokens_fp32": same, "tokens_int8": same,
+                "int8_vs_fp32": {"rows_equal": 0, "rows": 1, "token_agreement": agreement,
+                                 "same_prefix_agreement": same_prefix}}
+    rows = {"lm greedy batch 8": row(2.0, 0.60, 0.94), "lm greedy batch 1": row(2.0, 0.60, 0.96),
+            "translator beam 4 batch 16": row(1.1, 0.90, None), "translator beam 4 batch 2": row(0.9, 1.0, None)}
+    met = {t["target"]: t["met"] for t in targets({"peer": {"rows": rows}})}
+    assert met["lm greedy batch 8 vs CTranslate2 int8"] is False  # 94 % on the same prefix
+    assert met["lm greedy batch 1 vs CTranslate2 int8"] is True  # 96 %, free-running 60 % does not count
+    assert met["translator beam 4 batch 16 vs CTranslate2 int8"] is True
+    assert met["translator beam 4 batch 2 vs CTranslate2 int8"] is False  # slower than CTranslate2
+    assert all(met[f"{name} vs CTranslate2 fp32"] for name in rows)
+
+
+def test_report_shows_ratios_as_ratios_and_a_skipped_bf16_section(monkeypatch):
+    """A ratio whose goal also names a percentage (int8 agreement) prints as ×, a fraction goal as %;
+    without native bf16 the full bf16 training section is not run (it is emulated there) and says so."""
+    from glassformer.bench import report, training
+    from glassformer.nn import routes
+
+    monkeypatch.setattr(routes, "onednn_bf16", lambda: False)
+    skipped = training.run(quick=False, amp=True)
+    assert "no native bf16" in skipped["skipped"]
+    results = {"machine": {"cpu": "x", "torch_threads": 2, "torch": "t", "python": "p"}, "started": "now",
+               "seconds": 60, "training_bf16": skipped,
+               "targets": [{"target": "lm vs CTranslate2 int8", "value": 2.854, "met": True,
+                            "goal": "≥ 1.0×, ≥ 95 % of next tokens = our fp32"},
+                           {"target": "bound", "value": 0.49, "met": False, "goal": "≥ 80 %, same tokens"}]}
+    md = report.markdown(results, "glassformer bench", None)
+    assert "| lm vs CTranslate2 int8 | 2.85× |" in md and "| bound | 49% |" in md
+    assert "## Training step (bf16 autocast)\n\nNot run: this CPU has no native bf16" in md
+
+
 def test_quick_report_written(quick):
     _, out = quick
     md = (out / "benchmarks.md").read_text()

@@ -64,11 +64,15 @@ def targets(results: dict) -> list[dict]:
             r = row[f"ratio_{side}"]
             same = row[f"tokens_{side}"]
             # int8: issue 29's "≥ 95 % of greedy tokens equal to our fp32", counted where both decoders had
-            # the same prefix (peer.same_prefix_agreement); a beam row's best hypotheses position by position
-            agree = row["int8_vs_fp32"]
-            agree = agree["token_agreement"] if agree.get("same_prefix_agreement") is None else agree["same_prefix_agreement"]
-            goal = "≥ 1.0×, tokens = CT2" if side == "fp32" else "≥ 1.0×, ≥ 95 % of next tokens = our fp32"
-            ok = same["rows_equal"] == same["rows"] if side == "fp32" else agree >= 0.95
+            # the same prefix (peer.same_prefix_agreement). A beam row's best hypothesis is not a chain of
+            # next-token choices: the issue asks it for speed only, and its agreement is reported, not gated
+            agree = row["int8_vs_fp32"].get("same_prefix_agreement")
+            if side == "fp32":
+                goal, ok = "≥ 1.0×, tokens = CT2", same["rows_equal"] == same["rows"]
+            elif agree is None:
+                goal, ok = "≥ 1.0× (beam: agreement reported, not a goal)", True
+            else:
+                goal, ok = "≥ 1.0×, ≥ 95 % of next tokens = our fp32", agree >= 0.95
             add(f"{name} vs CTranslate2 {side}", r, goal, r >= 1.0 and ok, "peer")
     if "trace" in results:
         r = results["trace"]["ratio"]

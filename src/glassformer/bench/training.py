@@ -157,6 +157,12 @@ def _kept_in_fresh_process(quick: bool) -> dict:
 
 
 def run(quick: bool = False, amp: bool = False) -> dict:
+    from ..nn.routes import onednn_bf16
+    if amp and not quick and not onednn_bf16():
+        # without AVX512_BF16 or AMX every bf16 product is emulated: on an AVX2-capped EPYC the full
+        # section ran over 10 minutes without finishing, to measure a path no one would choose there
+        return {"skipped": "this CPU has no native bf16 arithmetic (AVX512_BF16 or AMX; or it is capped below "
+                           "them), so bf16 autocast would run emulated, slower than fp32; --quick still runs it"}
     p = QUICK if quick else FULL
     sides, ours, ref = _sides(p, amp)
     work = p["batch"] * p["seq"]
