@@ -251,9 +251,28 @@ def swept_status(base_status: str, rows: list[dict], added: set[str]) -> str:
             + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in swept)
             + (". Re-measured the same way, with no learning rate to choose (a fixed rate or none): "
                + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in fixed) if fixed else "")
-            + ". Their folders are docs/claims/measured/ROW/. Every other row that sweeps a rate was measured under "
+            + ". Their folders are docs/claims/measured/ROW/. " + _rest_sentence(added) + " " + GATE_COST)
+
+
+def sweeping_rows() -> list[str]:
+    """The rows whose code sweeps a learning rate per arm (`base.best_lr`, directly or via the text
+    rows' `run_arms`), read from their modules' source."""
+    import importlib
+    import inspect
+    return [exp_id for exp_id, module in EXPERIMENTS.items()
+            if re.search(r"\b(best_lr|run_arms)\(", inspect.getsource(importlib.import_module(
+                f"glassformer.experiments.{module}")))]
+
+
+def _rest_sentence(added: set[str]) -> str:
+    """What the rows that sweep a rate and were not re-measured still used (none, once all are)."""
+    rest = [r for r in sweeping_rows() if r not in added]
+    if not rest:
+        return ("Every row whose code sweeps a rate is now measured under this sweep; the other rows train at "
+                "a fixed rate their setup names, or train nothing.")
+    return ("Every other row that sweeps a rate (" + ", ".join(f"`{r}`" for r in rest) + ") was measured under "
             "the earlier sweep (3 rates, 1 seed, chosen on training loss: it chose its top rate, 3e-3, for nearly "
-            "every arm) and waits for the full rerun (`make claims`). " + GATE_COST)
+            "every arm) and waits for the full rerun (`make claims`).")
 
 
 def first_status(rows: list[dict], added: set[str], remeasured: list[str]) -> str:

@@ -123,3 +123,26 @@ def test_the_old_designs_stay_withdrawn_and_the_redesigned_rows_are_not(row_id, 
     src = module(row_id).__file__
     text = open(src, encoding="utf-8").read()
     assert all(n not in text for n in gated)
+
+
+@pytest.mark.parametrize("row_id", ["real-heads", "real-ffn", "real-norm", "real-pe", "dk-sweet-spot"])
+def test_each_text_row_prints_the_rate_each_arm_trained_at(row_id, tmp_path, monkeypatch):
+    """Issue 28 §2: "with the chosen rate printed in the row". Each arm gets a rate of its own from a
+    stand-in sweep; the row's setup must name every arm with the rate it was given."""
+    from glassformer.experiments import base
+
+    given = {}
+
+    def sweep(ctx, key, cfg, task, spec, make_model=None):
+        given[key] = 1e-3 * (len(given) + 1)  # 0.001, 0.002, ...: a different rate per arm
+        return given[key]
+    monkeypatch.setattr(base, "best_lr", sweep)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["ablate", row_id, "--quick", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    (row,) = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert len(given) >= 3
+    for key, lr in given.items():
+        name = next(v["name"].split(" @ ")[0] for v in row["variants"]
+                    if v["name"].split(" @ ")[0].replace(" ", "_").replace("/", "-") == key)
+        assert f"{name} {lr:g}" in row["setup"], (name, lr, row["setup"])

@@ -30,6 +30,7 @@ class Context:
     out_dir: Path  # plots go here
     log: Callable[[str], None] = print
     memo_dir: Path | None = None  # finished single runs, kept so that a long run can resume
+    rates: dict[str, float] = field(default_factory=dict)  # each arm's chosen peak rate (issue 28 §2: printed)
 
     def pick(self, quick, full):
         """The quick (CI) setting or the full one."""

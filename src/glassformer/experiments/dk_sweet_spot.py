@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .base import SWEEP_WORDS, Context, Outcome, tiny_config
 from .real_heads import spec
-from .text_task import CharTextTask, run_arms, text_gate
+from .text_task import CharTextTask, rates_words, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "dk-sweet-spot"
@@ -41,7 +41,8 @@ def run(ctx: Context) -> Outcome:
     s = spec(ctx)
     setup = (f"Character LM on fortunes-en ({L}-character windows), decoder-only, 2 layers, d_model {D_MODEL}, "
              f"d_ff {4 * D_MODEL}, Post-LN, sinusoidal, embed_scale on; h in {HEADS} so d_k = d_model/h; "
-             f"{s.steps} steps, batch {s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} (full protocol).")
+             f"{s.steps} steps, batch {s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} (full protocol). "
+             f"{rates_words(ctx)}")
     notes = ("At d_model 128 the 'd_k = 64' arm has 2 heads; the seed's claim is about d_model 512 (8 heads). What "
              "transfers is the shape of the trade-off: whether the middle of the range beats both ends.")
     return Outcome(variants, checks, setup, notes=notes, gate=text_gate(losses, L))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .base import SWEEP_WORDS, Context, Outcome, tiny_config
 from .ffn import _model
 from .real_heads import spec
-from .text_task import CharTextTask, run_arms, text_gate
+from .text_task import CharTextTask, rates_words, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "real-ffn"
@@ -33,5 +33,6 @@ def run(ctx: Context) -> Outcome:
     s = spec(ctx)
     setup = (f"Character LM on fortunes-en ({L}-character windows), decoder-only, 2 layers, d_model {D_MODEL}, "
              f"4 heads, Post-LN, sinusoidal, embed_scale on; FFN removed, d_ff {D_MODEL} or {4 * D_MODEL}; "
-             f"{s.steps} steps, batch {s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} (full protocol).")
+             f"{s.steps} steps, batch {s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} (full protocol). "
+             f"{rates_words(ctx)}")
     return Outcome(variants, checks, setup, gate=text_gate(losses, L))

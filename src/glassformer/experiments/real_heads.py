@@ -6,9 +6,9 @@ English text (next character, fortunes-en): 1, 4 and 16 heads at d_model 64 (d_k
 
 from __future__ import annotations
 
-from .base import Context, Outcome, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, tiny_config
 from .runner import TrainSpec
-from .text_task import CharTextTask, run_arms, text_gate
+from .text_task import CharTextTask, rates_words, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "real-heads"
@@ -42,5 +42,5 @@ def run(ctx: Context) -> Outcome:
     setup = (f"Character LM on fortunes-en (Debian's English fortunes, 10% of documents held out), windows of "
              f"{L} characters, vocabulary {task.vocab_size}. Decoder-only, 2 layers, d_model 64, d_ff 256, "
              f"Post-LN, sinusoidal PE, embed_scale on; h in {list(HEADS)}; {s.steps} AdamW steps, batch "
-             f"{s.batch_size}, warmup {s.warmup}, peak rate per arm from (3e-4, 1e-3, 3e-3) (full protocol).")
+             f"{s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} (full protocol). {rates_words(ctx)}")
     return Outcome(variants, checks, setup, gate=text_gate(losses, L))

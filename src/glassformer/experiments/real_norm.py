@@ -10,7 +10,7 @@ from dataclasses import replace
 
 from .base import SWEEP_WORDS, Context, Outcome, tiny_config
 from .real_heads import spec
-from .text_task import CharTextTask, run_arms, text_gate
+from .text_task import CharTextTask, rates_words, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "real-norm"
@@ -42,5 +42,5 @@ def run(ctx: Context) -> Outcome:
     setup = (f"Character LM on fortunes-en ({L}-character windows), decoder-only, {DEPTH} layers, d_model 64, "
              f"4 heads, d_ff 256, sinusoidal, embed_scale on, no clipping; {base.steps} steps, batch "
              f"{base.batch_size}; warmup {base.warmup} or 0 (same decay), {SWEEP_WORDS} "
-             "(full protocol).")
+             f"(full protocol). {rates_words(ctx)}")
     return Outcome(variants, checks, setup, gate=text_gate(out, L))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from .base import SWEEP_WORDS, Context, Outcome, tiny_config
 from .real_heads import spec
-from .text_task import CharTextTask, run_arms, text_gate
+from .text_task import CharTextTask, rates_words, run_arms, text_gate
 from .verdict import Check, Variant
 
 ID = "real-pe"
@@ -45,5 +45,6 @@ def run(ctx: Context) -> Outcome:
     setup = (f"Character LM on fortunes-en, trained on {L}-character windows ({s.steps} steps, batch "
              f"{s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} in the full protocol); "
              f"held-out loss on windows of {L} and {4 * L}. Decoder-only, 2 layers, d_model 64, 4 heads, "
-             f"Post-LN, embed_scale on; PE in {list(ENCODINGS)}; the learned table has {4 * L} rows.")
+             f"Post-LN, embed_scale on; PE in {list(ENCODINGS)}; the learned table has {4 * L} rows. "
+             f"{rates_words(ctx)}")
     return Outcome(variants, checks, setup, gate=text_gate(losses, L))

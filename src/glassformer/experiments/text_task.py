@@ -102,7 +102,7 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
     out = {}
     for name, (cfg, make) in arms.items():
         key = name.replace(" ", "_").replace("/", "-")
-        lr = best_lr(ctx, key, cfg, task, spec, make)
+        lr = ctx.rates[name] = best_lr(ctx, key, cfg, task, spec, make)
 
         def one(seed: int) -> dict:
             r = run_tagging(cfg, task, replace(spec, lr=lr), seed, evals, model=seeded(make, seed))
@@ -112,6 +112,12 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
         ctx.log(f"{name} (lr {lr}): " + ", ".join(f"len {n}: {[round(x, 3) for x in out[name][n] if x]}"
                                                   for n in lengths))
     return out
+
+
+def rates_words(ctx) -> str:
+    """The peak rate each arm trained at (issue 28 §2: the chosen rate printed in the row)."""
+    chosen = ", ".join(f"{name} {lr:g}" for name, lr in ctx.rates.items())
+    return f"Chosen peak rates: {chosen}." if not ctx.quick else f"Peak rates (quick: no sweep): {chosen}."
 
 
 def text_gate(losses: dict, train_len: int) -> str:
