@@ -251,7 +251,20 @@ def swept_status(base_status: str, rows: list[dict], added: set[str]) -> str:
             + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in swept)
             + (". Re-measured the same way, with no learning rate to choose (a fixed rate or none): "
                + ", ".join(f"`{r['id']}` ({r['seconds']:.0f} s)" for r in fixed) if fixed else "")
-            + ". Their folders are docs/claims/measured/ROW/. " + _rest_sentence(added) + " " + GATE_COST)
+            + ". Their folders are docs/claims/measured/ROW/. " + _rest_sentence(added) + " " + GATE_COST
+            + " " + budget_sentence(rows))
+
+
+def budget_sentence(rows: list[dict]) -> str:
+    """Issue 28 §7: the whole report's compute, as the rows on this page measured it."""
+    total = sum(r.get("seconds") or 0 for r in rows)
+    slow = sorted(rows, key=lambda r: -(r.get("seconds") or 0))[:4]
+    return (f"Budget (issue 28 §7: `make claims` from an empty cache in ≤ 3 h on 2 cores): the wall times of the "
+            f"rows on this page sum to {total / 3600:.1f} h (as each row's own run measured it; most ran on one thread with "
+            f"another job on the other core), so `make claims` at --jobs 2 would take about "
+            f"{total / 7200:.1f} h: **over the goal**. Most of the rise is the §2 sweep (8 runs per arm before "
+            f"its 5 seeds); the longest rows: "
+            + ", ".join(f"`{r['id']}` {r['seconds'] / 3600:.1f} h" for r in slow) + ". Nothing was cut for it.")
 
 
 def sweeping_rows() -> list[str]:
