@@ -128,7 +128,8 @@ def markdown(results: dict, command: str, plot_name: str | None) -> str:
     for r in results["targets"]:
         v = r["value"]
         # a fraction where the goal's first clause is one ("≥ 80 %"); "≥ 1.0×, ≥ 95 % of …" is a ratio
-        shown = f"{v:.0%}" if r["goal"].split(",")[0].strip().endswith("%") else (f"{v:.2f}" if "linear" in r["goal"] else _fmt_ratio(v))
+        fraction = r["goal"].split(",")[0].strip().endswith("%")
+        shown = f"{v:.0%}" if fraction else (f"{v:.2f}" if "linear" in r["goal"] else _fmt_ratio(v))
         out.append(f"| {r['target']} | {shown} | {r['goal']} | {'yes' if r['met'] else '**no**'} |")
     if plot_name:
         out += ["", f"![ratios and memory]({plot_name})"]
