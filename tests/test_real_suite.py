@@ -248,3 +248,21 @@ def test_the_bench_scripts_refuse_bad_arguments_in_one_line(script, argv, says, 
     assert says in out and "Traceback" not in out
     assert r.returncode == (0 if argv == ["--help"] else 2)
     assert list(tmp_path.iterdir()) == []  # nothing written: no folder named after a flag
+
+
+def test_merged_runs_take_the_later_point_and_recompute_first_beats(tmp_path):
+    """bench/real/merge.py: a later file's point replaces an earlier one's at the same budget, the
+    baselines come from the file that has them, and "first beats" is read off the merged curve."""
+    merge = _load("merge")
+    a = {"_source": "a note", "lm-pydoc": {"ours": {"2": 2.5, "5": 2.0}, "plain": {"2": 4.0}}}
+    b = {"lm-pydoc": {"ours": {"5": 1.9, "30": 1.6}, "plain": {},
+                      "baselines": {"n-gram": {"value": 1.7, "description": "7-gram"}}}}
+    files = []
+    for name, data in (("a.json", a), ("b.json", b)):
+        (tmp_path / name).write_text(json.dumps(data))
+        files.append(tmp_path / name)
+    merged = merge.merge(files)
+    r = merged["lm-pydoc"]
+    assert list(merged) == ["lm-pydoc"] and r["role"] == "evaluation" and r["metric"] == "bpc"
+    assert r["ours"] == {"2": 2.5, "5": 1.9, "30": 1.6} and r["plain"] == {"2": 4.0}
+    assert r["first_beats"] == {"n-gram": 30.0, "plain PyTorch": 2.0}  # 1.6 < 1.7 first at 30; 2.5 < 4.0 at 2
