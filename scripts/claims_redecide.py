@@ -270,11 +270,11 @@ def budget_sentence(rows: list[dict]) -> str:
 def sweeping_rows() -> list[str]:
     """The rows whose code sweeps a learning rate per arm (`base.best_lr`, directly or via the text
     rows' `run_arms`), read from their modules' source."""
-    import importlib
     import inspect
-    return [exp_id for exp_id, module in EXPERIMENTS.items()
-            if re.search(r"\b(best_lr|run_arms)\(", inspect.getsource(importlib.import_module(
-                f"glassformer.experiments.{module}")))]
+
+    from glassformer.experiments.registry import module
+    return [exp_id for exp_id in EXPERIMENTS
+            if re.search(r"\b(best_lr|run_arms)\(", inspect.getsource(module(exp_id)))]
 
 
 def _rest_sentence(added: set[str]) -> str:
