@@ -14,7 +14,8 @@ keeps the architecture of the paper and changes what real data needs:
 - a model sized from the number of training tokens and the minutes given;
 - no dropout when the minutes given allow only a few passes over the data (dropout regularises a
   model that sees each example many times; in a short budget it only slows learning, and its
-  random masks cost a fifth of a small model's CPU step);
+  random masks cost a third of a small model's CPU step), nor for a character LM whose text has
+  more characters than its blocks have weights (measured: it does not overfit in a CPU budget);
 - bf16 autocast for the training step where the CPU multiplies bf16 natively and it was measured
   faster with the same loss (translators; a d_model-128 character LM was not faster: `choose_bf16`);
 - the held-out split of the task (5% valid, 5% test), early stopping after `patience`
@@ -39,11 +40,17 @@ CLOSED_VOCAB = 2000  # at most this many distinct words: word tokens (a phoneme 
 # constant of 400k tokens a minute, measured once on an AVX2 machine, stood here before)
 PROBE_SECONDS = 1.5
 DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (translators: CMUdict)
-# A character LM overfits sooner (development text fortunes-en, new recipe, one thread, 10 min): on the
-# first 313k characters (~13 passes) dropout 0.1 gave 2.741 bits/char against 2.857 without (which
-# plateaued, its training loss far under its validation loss); on the whole 2.2M (~2 passes) no dropout
-# won, 2.58 against 2.99 (8 min). 5: between the two measured regimes (their geometric mean), not tuned.
+# A character LM overfits sooner, but only where its text is small beside the model (development text
+# fortunes-en, one thread each, one seed; docs/real-data.md "When a character LM gets dropout"): on the
+# first 313k characters (10 min, ~13 passes) dropout 0.1 gave 2.741 bits/char against 2.857 without (which
+# plateaued, its training loss far under its validation loss); on 1.3M characters (30 min, 10-16 passes)
+# and on the whole 2.2M (30 min, 6-9 passes; 8 min, ~2) no dropout won, by 0.11-0.41 bits/char — with
+# dropout the CPU step is also a third slower (the fused attention kernel takes no dropout). Passes alone
+# do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the blocks' weights
+# does (0.4 characters per weight against 1.5-2.8). So: dropout from 5 passes, on a text with fewer
+# characters than the blocks have weights (1: between the measured 0.4 and 1.5, not tuned).
 LM_DROPOUT_EPOCHS = 5
+LM_DROPOUT_TOKENS_PER_WEIGHT = 1.0
 LM_BLOCK = 64  # characters per training window of the small LM (below, in `choose`)
 
 
@@ -102,6 +109,13 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
             " (256 wide only past 5M tokens and an hour: 2 CPU cores see a few million tokens in 30 min)")
 
 
+def block_weights(fields: dict[str, Any]) -> int:
+    """The weight matrices of the model's blocks: W_Q, W_K, W_V, W_O (d_model² each) and the FFN's
+    W_1, W_2 (d_model · d_ff each) per layer; a character vocabulary's embedding is left out (small)."""
+    d, d_ff = fields["d_model"], fields["d_ff"]
+    return fields["n_layers"] * (4 * d * d + 2 * d * d_ff)
+
+
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
            max_steps: int | None = None, tokens_per_minute: float | None = None,
            device: str = "cpu") -> Recipe:
@@ -154,7 +168,14 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.passes = epochs
         passes = f"about {epochs:.0f} pass{'' if round(epochs) == 1 else 'es'}"
         threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
-        if epochs < threshold:
+        weights = block_weights(fields)
+        if lm and epochs >= threshold and tokens >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
+            r.model["dropout"] = 0.0
+            r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
+                             f" ({tokens:,} characters) is not smaller than the blocks' {weights:,} weights,"
+                             f" too much for them to memorise in a CPU budget (fortunes-en, 30 min on one thread: 1.3M"
+                             f" characters 2.293 bits/char without dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
+        elif epochs < threshold:
             r.model["dropout"] = 0.0
             r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (< {threshold}); dropout regularises long runs and slows a short one"
@@ -163,8 +184,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         else:
             r.reasons.append(f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (≥ {threshold}), enough to overfit without it"
-                             + (" (fortunes-en's first 313k characters, 13 passes: 2.741 bits/char with 0.1,"
-                                " 2.857 without)" if lm else ""))
+                             + (f" on a text smaller than the blocks' {weights:,} weights (fortunes-en's first"
+                                " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without)" if lm else ""))
     r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
     if small_lm:
