@@ -15,7 +15,8 @@ keeps the architecture of the paper and changes what real data needs:
 - no dropout when the minutes given allow only a few passes over the data (dropout regularises a
   model that sees each example many times; in a short budget it only slows learning, and its
   random masks cost a third of a small model's CPU step), nor for a character LM whose text has
-  more characters than its blocks have weights (measured: it does not overfit in a CPU budget);
+  more characters than its blocks have weights (measured: without it such a model stayed ahead for 30
+  minutes);
 - bf16 autocast for the training step where the CPU multiplies bf16 natively and it was measured
   faster with the same loss (translators; a d_model-128 character LM was not faster: `choose_bf16`);
 - the held-out split of the task (5% valid, 5% test), early stopping after `patience`
@@ -44,7 +45,7 @@ DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (transla
 # fortunes-en, one thread each, one seed; docs/real-data.md "When a character LM gets dropout"): on the
 # first 313k characters (10 min, ~13 passes) dropout 0.1 gave 2.741 bits/char against 2.857 without (which
 # plateaued, its training loss far under its validation loss); on 1.3M characters (30 min, 10-16 passes)
-# and on the whole 2.2M (30 min, 6-9 passes; 8 min, ~2) no dropout won, by 0.11-0.41 bits/char — with
+# and on the whole 2.2M (30 min, 6-9 passes; 8 min, ~2) no dropout won, by 0.08-0.41 bits/char — with
 # dropout the CPU step is also a third slower (the fused attention kernel takes no dropout). Passes alone
 # do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the blocks' weights
 # does (0.4 characters per weight against 1.5-2.8). So: dropout from 5 passes, on a text with fewer
