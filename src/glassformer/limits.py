@@ -63,12 +63,18 @@ def check_finite(name: str, value, low: float | None = None, high: float | None 
 
 
 # ---- memory: refuse a model this machine cannot hold, before allocating it ----
+def layer_weights(d_model: int, d_ff: int, attn_width: int | None = None, glu: bool = False) -> tuple[int, int]:
+    """(attention, FFN) weight matrices of one layer: W_Q, W_K, W_V, W_O (d_model · attn_width each,
+    attn_width = heads · d_k, d_model by default) and the FFN's W_1, W_2 (and a GLU's gate), d_model · d_ff each."""
+    attn_width = d_model if attn_width is None else attn_width
+    return 4 * d_model * attn_width, (3 if glu else 2) * d_model * d_ff
+
+
 def parameter_estimate(config) -> int:
     """About how many parameters `build_model(config)` allocates (embeddings, attention, FFN)."""
-    d, h, dk, dff = config.d_model, config.n_heads, config.head_dim, config.d_ff
-    glu = 3 if config.activation in ("swiglu", "geglu", "reglu") else 2
-    attn = 4 * d * h * dk
-    ffn = glu * d * dff
+    d = config.d_model
+    attn, ffn = layer_weights(d, config.d_ff, config.n_heads * config.head_dim,
+                              glu=config.activation in ("swiglu", "geglu", "reglu"))
     enc = config.n_layers * (attn + ffn) if config.arch != "decoder" else 0
     dec_layers = config.dec_layers if config.arch != "encoder" else 0
     cross = attn if config.arch == "encoder-decoder" else 0

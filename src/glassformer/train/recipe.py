@@ -33,6 +33,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..limits import layer_weights
+
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 CLOSED_VOCAB = 2000  # at most this many distinct words: word tokens (a phoneme set, tags)
@@ -113,8 +115,7 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
 def block_weights(fields: dict[str, Any]) -> int:
     """The weight matrices of the model's blocks: W_Q, W_K, W_V, W_O (d_model² each) and the FFN's
     W_1, W_2 (d_model · d_ff each) per layer; a character vocabulary's embedding is left out (small)."""
-    d, d_ff = fields["d_model"], fields["d_ff"]
-    return fields["n_layers"] * (4 * d * d + 2 * d * d_ff)
+    return fields["n_layers"] * sum(layer_weights(fields["d_model"], fields["d_ff"]))
 
 
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
@@ -314,7 +315,7 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
     try:
         vocab = 256  # the output layer's share of a small model's step; the data's own size is not known yet
         src_len, tgt_len = lengths
-        keep = ("d_model", "n_heads", "n_layers", "d_ff", "dropout")
+        keep = ("d_model", "n_heads", "n_layers", "d_ff", "dropout", "attn_dropout")
         cfg = ModelConfig(arch="decoder" if lm else "encoder-decoder", vocab_size=vocab, pad_id=0, bos_id=1,
                           eos_id=2, norm_position="pre", max_len=max(src_len, tgt_len) + 2,
                           **{k: v for k, v in fields.items() if k in keep})
