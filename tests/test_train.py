@@ -74,6 +74,59 @@ def test_wsd_follows_the_step_budget_in_a_run(tmp_path):
     assert 5e-4 <= lrs[90] <= 6e-4 and lrs[100] < 1e-4
 
 
+def _scripted_validation(monkeypatch, curve):
+    """The loop's evaluations return the real metrics with loss and exact match from `curve`, one
+    (loss, exact match) per evaluation in order, the last repeated."""
+    from glassformer.train import loop
+    real, calls = loop.evaluate, [0]
+
+    def scripted(*args, **kwargs):
+        m = real(*args, **kwargs)
+        loss, em = curve[min(calls[0], len(curve) - 1)]
+        calls[0] += 1
+        return {**m, "loss": loss, "ppl": math.exp(loss), "exact_match": em}
+
+    monkeypatch.setattr(loop, "evaluate", scripted)
+
+
+def test_wsd_decays_early_when_validation_stalls_at_the_peak_rate(tmp_path, monkeypatch):
+    """schedule.WSDClock: 3 validations without a lower loss or a better exact match in the stable
+    phase start the decay there, a quarter as long as the run so far (the planned decay's 0.2 / 0.8),
+    and the run ends with it: stalled at step 80 of 200 → the rate falls over steps 80–100."""
+    improving = [(2.0 - 0.1 * i, 0.1 * i) for i in range(5)]  # evaluations at steps 10…50
+    _scripted_validation(monkeypatch, improving + [(1.7, 0.3)])  # from step 60: no new best
+    result = train(TrainConfig(task="copy", out=str(tmp_path), schedule="wsd", lr=1e-3, warmup=10, max_steps=200,
+                               eval_every=10, eval_size=8, log_every=5, patience=3, quiet=True),
+                   data=digit_task("copy", n=200), model_overrides=TINY)
+    assert result.stop_reason == "the early decay ended" and result.step == 100
+    rows = _metrics(tmp_path)
+    assert [r["early_decay"] for r in rows if r["split"] == "schedule"] == [[pytest.approx(0.4), pytest.approx(0.1)]]
+    lrs = {r["step"]: r["lr"] for r in rows if r["split"] == "train"}
+    assert lrs[80] == pytest.approx(1e-3)  # the rate of update 80, set before the stall was seen
+    # update 90's rate is set after update 89, from 0.445 of the steps: 0.045 / 0.1 of the way down
+    assert lrs[90] == pytest.approx(5.5e-4) and lrs[100] <= 1e-4
+    assert load_train_state(tmp_path / "checkpoint")["wsd_clock"]["early_decay"] == [pytest.approx(0.4),
+                                                                                      pytest.approx(0.1)]
+    (said,) = [r for r in rows if r["split"] == "verdict"]  # the decay's own gain is not "more minutes"
+    assert said["verdict"] == "plateaued" and "stalled there by step 80" in said["text"]
+
+
+def test_wsd_keeps_its_planned_decay_while_validation_improves_or_without_patience(tmp_path, monkeypatch):
+    """A new best loss alone resets the count (the exact match flat), and --patience off (None) turns
+    the early decay off with early stopping."""
+    curve = [(2.0 - 0.01 * i, 0.5) for i in range(40)]
+    _scripted_validation(monkeypatch, curve)
+    base = dict(task="copy", schedule="wsd", lr=1e-3, warmup=10, max_steps=200, eval_every=10, eval_size=8,
+                quiet=True)
+    kept = train(TrainConfig(**base, out=str(tmp_path / "a"), patience=3), data=digit_task("copy", n=200),
+                 model_overrides=TINY)
+    assert kept.stop_reason == "max_steps" and kept.step == 200
+    _scripted_validation(monkeypatch, [(1.0, 0.5)])  # flat from the start
+    off = train(TrainConfig(**base, out=str(tmp_path / "b"), patience=None), data=digit_task("copy", n=200),
+                model_overrides=TINY)
+    assert off.stop_reason == "max_steps" and off.step == 200
+
+
 def test_cosine_without_max_steps_is_a_config_error(tmp_path):
     with pytest.raises(ConfigError, match="max-steps"):
         train(TrainConfig(task="copy", out=str(tmp_path), schedule="cosine", max_minutes=1, quiet=True),

@@ -105,7 +105,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} lines, {m['n_scored']} scored: a source on"
                        f" several lines with different targets is one item, right if it matches any)")
         else:
-            typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} examples)")
+            typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} example{'' if m['n'] == 1 else 's'})")
         if "exact_match" in m:
             typer.echo(f"  BLEU        {m['bleu']:.2f}")
             typer.echo(f"  chrF        {m['chrf']:.2f}")

@@ -22,6 +22,8 @@ from torch import nn
 
 from ..trace import HookPoint
 from .common import affine, masked_value
+from . import dropout as dropout_mask
+from .dropout import dropout
 from .positional import apply_rotary
 from .prepared import derived
 
@@ -208,7 +210,10 @@ class MultiHeadAttention(nn.Module):
                 cache.cross_kv[self.layer_index] = (k, v)
             else:
                 k, v = cache.append(self.layer_index, k, v)
-        if self.force_math:
+        # PyTorch's fused CPU kernel takes no dropout: SDPA would fall back to its own math and draw
+        # the mask per element (nn/dropout.py); the explicit math with the cheaper mask instead
+        drop_here = self.training and self.dropout_p > 0 and q.device.type == "cpu" and dropout_mask.CHEAP_MASK
+        if self.force_math or drop_here:
             if causal:
                 bias = _with_causal(bias, q.shape[2], k.shape[2], q.dtype)
             z = self._attend_math(q, k, v, bias)
@@ -231,7 +236,7 @@ class MultiHeadAttention(nn.Module):
             scaled = scaled + bias
         scaled = self.scaled(scaled)
         pattern = self.pattern(torch.softmax(scaled.float(), dim=-1).to(q.dtype))  # rows sum to 1
-        pattern = F.dropout(pattern, self.dropout_p, self.training)
+        pattern = dropout(pattern, self.dropout_p, self.training)
         return self.z(pattern @ v)  # (batch, head, q, d_k)
 
 

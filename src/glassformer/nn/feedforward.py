@@ -16,6 +16,7 @@ from torch import nn
 
 from ..trace import HookPoint
 from .common import affine
+from .dropout import Dropout
 
 
 def gelu_tanh(x: torch.Tensor) -> torch.Tensor:
@@ -43,7 +44,7 @@ class FeedForward(nn.Module):
         self.b_G = nn.Parameter(torch.zeros(d_ff)) if self.gated and bias else None
         self.W_2 = nn.Parameter(torch.randn(d_ff, d_model) / math.sqrt(d_ff))
         self.b_2 = nn.Parameter(torch.zeros(d_model)) if bias else None
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.pre, self.act, self.out = HookPoint(), HookPoint(), HookPoint()
         if self.gated:
             self.gate = HookPoint()

@@ -20,6 +20,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..trace import HookPoint
 from .attention import KVCache, MultiHeadAttention
+from .dropout import Dropout
 from .feedforward import FeedForward
 from .norms import make_norm
 
@@ -36,7 +37,7 @@ class _Layer(nn.Module):
     def __init__(self, cfg: ModelConfig):
         super().__init__()
         self.pre_ln, self.residual = cfg.norm_position == "pre", cfg.residual
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
         self.ffn = FeedForward(cfg.d_model, cfg.d_ff, cfg.activation, cfg.ffn_bias, cfg.dropout)
         self.out = HookPoint()
 

@@ -18,6 +18,7 @@ from ..trace import HookPoint, run_with_trace
 from .attention import KVCache
 from .checks import check_ids, check_padding_mask
 from .common import affine, masked_value
+from .dropout import Dropout
 from .embedding import TokenEmbedding
 from .layers import DecoderLayer, EncoderLayer
 from .loss import fused_applies, linear_cross_entropy, reference_cross_entropy
@@ -104,7 +105,7 @@ class TransformerBase(nn.Module):
         if cfg.embed_norm:
             self.add_module(f"{prefix}embed_norm", LayerNorm(cfg.d_model, cfg.norm_eps))
         self.add_module(f"{prefix}x0", HookPoint())
-        self.drop = nn.Dropout(cfg.dropout)
+        self.drop = Dropout(cfg.dropout)
 
     def _embed(self, prefix: str, ids: torch.Tensor, positions: torch.Tensor,
                segment_ids: torch.Tensor | None = None) -> torch.Tensor:

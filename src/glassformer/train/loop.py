@@ -34,7 +34,7 @@ from . import distributed, run_end, run_folder
 from .batching import bucket_key, example_length
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
-from .schedule import WSD_DECAY, make_scheduler
+from .schedule import WSDClock, make_scheduler
 from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
 from .threads import ThreadWatch
 
@@ -245,14 +245,15 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
 
     model = build_model(model_config).to(rt.device).train()
     optimizer = build_optimizer(model, cfg)
-    budget = {"spent": 0.0}  # share of the run's steps or minutes used: the wsd schedule's clock
-    scheduler = make_scheduler(optimizer, cfg, model_config.d_model, lambda: budget["spent"])
+    budget = WSDClock()  # share of the run's steps or minutes used (or an early decay's): wsd's clock
+    scheduler = make_scheduler(optimizer, cfg, model_config.d_model, budget.progress)
     train_set = data.encoded["train"]
     lengths = [example_length(e) for e in train_set]
     check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)",
                     "pass a larger --max-len, or drop the long examples")
     stream = distributed.make_stream([bucket_key(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
     step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
+    best_loss, stalled = None, 0  # the lowest validation loss; validations since either best moved
     if state is not None:
         model.load_state_dict(saved.model.state_dict())
         optimizer.load_state_dict(state["optimizer"])
@@ -262,6 +263,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         best_score = tuple(state["best_score"]) if state["best_score"] is not None else None
         best_metrics, last_saved = state["best_metrics"], state["step"]
         set_rng_state(state["rng"])
+        budget.load_state_dict(state.get("wsd_clock", {}))  # absent from checkpoints before it existed
+        best_loss, stalled = state.get("best_loss"), state.get("stalled", 0)
     train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
     log = MetricsLog(run_dir / "metrics.jsonl", step if resume else None, rt.is_main)
     monitor = cfg.monitored
@@ -275,6 +278,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
+                 "wsd_clock": budget.state_dict(), "best_loss": best_loss, "stalled": stalled,
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
         ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
                              {**meta_base, "step": step, "metrics": run_end.public(metrics)})
@@ -307,14 +311,17 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             if cfg.max_minutes is not None and elapsed >= cfg.max_minutes * 60:
                 stop_reason = "max_minutes"
                 break
+            if budget.done():
+                stop_reason = "the early decay ended"
+                break
             lr = scheduler.get_last_lr()[0]
             micro = next_micro_batches(stream, train_set, model_config, cfg)
             loss, n_tok = train_step(train_model, model, optimizer, micro, cfg, model_config.pad_id, rt)
             if not math.isfinite(loss):
                 raise TrainingDiverged(_diverged_message(loss, step + 1, run_dir, last_saved))
             step += 1
-            budget["spent"] = max(step / max_steps if max_steps else 0.0,  # the next update's rate sees it
-                                  elapsed / (cfg.max_minutes * 60) if cfg.max_minutes else 0.0)
+            budget.spent = max(step / max_steps if max_steps else 0.0,  # the next update's rate sees it
+                               elapsed / (cfg.max_minutes * 60) if cfg.max_minutes else 0.0)
             scheduler.step()
             tokens_seen += n_tok
             window_tokens += n_tok
@@ -331,11 +338,24 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 metrics = run_eval()
                 score = _score(metrics, monitor)
                 improved = best_score is None or score > best_score
+                lower_loss = best_loss is None or metrics["loss"] < best_loss
+                best_loss = metrics["loss"] if lower_loss else best_loss
+                stable = cfg.schedule == "wsd" and budget.stable()
                 if improved:
                     best_score, best_metrics, bad_evals = score, run_end.public(metrics), 0
                     save("best", False, metrics)
-                elif not (cfg.schedule == "wsd" and budget["spent"] < 1.0 - WSD_DECAY):
+                elif not stable:
                     bad_evals += 1  # wsd: patience counts in the decay phase only (its rate is what stalls)
+                stalled = 0 if improved or lower_loss else stalled + 1
+                if stable and step > cfg.warmup and cfg.patience is not None and stalled >= cfg.patience:
+                    length = budget.decay_now()  # schedule.WSDClock: the curve turned at the peak rate
+                    share = (f"{length * cfg.max_minutes:.1f} min" if cfg.max_minutes else
+                             f"{round(length * max_steps)} steps")
+                    progress.note(f"validation stalled at the peak rate ({stalled} evaluations without a lower"
+                                  f" loss or a better score): the rate decays from now, over {share}, then the"
+                                  f" run stops")
+                    log.write({"step": step, "split": "schedule", "early_decay": list(budget.early_decay),
+                               "elapsed_s": clock() - start})
                 log.write({"step": step, "split": "valid", **run_end.public(metrics), "elapsed_s": clock() - start})
                 progress.note(_eval_line(step, metrics, improved))
                 save("checkpoint", True, metrics)

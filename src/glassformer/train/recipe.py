@@ -48,10 +48,12 @@ DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (transla
 # first 313k characters (10 min, ~13 passes) dropout 0.1 gave 2.741 bits/char against 2.857 without (which
 # plateaued, its training loss far under its validation loss); on 1.3M characters (30 min, 10-16 passes)
 # and on the whole 2.2M (30 min, 6-9 passes; 8 min, ~2) no dropout won, by 0.08-0.41 bits/char — with
-# dropout the CPU step is also a third slower (the fused attention kernel takes no dropout). Passes alone
-# do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the blocks' weights
+# dropout the CPU step was also a third slower (torch's mask; nn/dropout.py's costs a fifth). Passes alone
+# do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the model's weights
 # does (0.4 characters per weight against 1.5-2.8). So: dropout from 5 passes, on a text with fewer
-# characters than the blocks have weights (1: between the measured 0.4 and 1.5, not tuned).
+# characters than the model has weights (1: between the measured 0.4 and 1.5, not tuned), the weights
+# being the blocks' and the character embedding's (`lm_weights`: fortunes-zh's 856k characters, 6,015
+# distinct, overfitted at 30 min without dropout when only the blocks' 786k were counted).
 LM_DROPOUT_EPOCHS = 5
 LM_DROPOUT_TOKENS_PER_WEIGHT = 1.0
 LM_BLOCK = 64  # characters per training window of the small LM (below, in `choose`)
@@ -114,8 +116,16 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
 
 def block_weights(fields: dict[str, Any]) -> int:
     """The weight matrices of the model's blocks: W_Q, W_K, W_V, W_O (d_model² each) and the FFN's
-    W_1, W_2 (d_model · d_ff each) per layer; a character vocabulary's embedding is left out (small)."""
+    W_1, W_2 (d_model · d_ff each) per layer."""
     return fields["n_layers"] * sum(layer_weights(fields["d_model"], fields["d_ff"]))
+
+
+def lm_weights(fields: dict[str, Any], characters: int) -> int:
+    """What a character LM can memorise with: its blocks' weights and its embedding table, one row of
+    d_model per distinct character (tied with the output layer, so counted once). Negligible for an
+    alphabet (fortunes-en: 113 characters, 14k weights against the blocks' 786k), not for Chinese
+    (fortunes-zh: 6,015 characters, 770k)."""
+    return block_weights(fields) + characters * fields["d_model"]
 
 
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
@@ -170,11 +180,11 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.passes = epochs
         passes = f"about {epochs:.0f} pass{'' if round(epochs) == 1 else 'es'}"
         threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
-        weights = block_weights(fields)
+        weights = lm_weights(fields, len({c for t in train for c in t}) + 4) if lm else 0  # + the specials
         if lm and epochs >= threshold and tokens >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
-                             f" ({tokens:,} characters) is not smaller than the blocks' {weights:,} weights,"
+                             f" ({tokens:,} characters) is not smaller than the model's {weights:,} weights,"
                              f" too much for them to memorise in a CPU budget (fortunes-en, 30 min on one thread: 1.3M"
                              f" characters 2.293 bits/char without dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
         elif epochs < threshold:
@@ -186,8 +196,10 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         else:
             r.reasons.append(f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (≥ {threshold}), enough to overfit without it"
-                             + (f" on a text smaller than the blocks' {weights:,} weights (fortunes-en's first"
-                                " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without)" if lm else ""))
+                             + (f" on a text smaller than the model's {weights:,} weights (fortunes-en's first"
+                                " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without;"
+                                " fortunes-zh, 856k characters against 1.56M weights, overfitted at 30 min without:"
+                                " training loss 1.59, validation 2.58 nats)" if lm else ""))
     r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
     if small_lm:
@@ -220,8 +232,9 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.train["bf16"] = bf16
         r.reasons.append(why_bf16)
     r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
-                     f" fifth of the budget (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and"
-                     f" decay from the start)")
+                     f" fifth of the budget, or from the point where 10 evaluations in a row find neither a lower"
+                     f" valid loss nor a better score, over a quarter of the time spent, and the run ends there"
+                     f" (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and decay from the start)")
     held = len(raw.get("valid", []))
     r.reasons.append(f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
                      f" for test; early stopping after 10 evaluations without a better "

@@ -9,7 +9,9 @@ last k = min(3, n − 1) with the best before them, for each held-out measure th
 "still improving" if either measure gained, else "plateaued"; fewer than 3 validations: "too few
 validations to tell". Both measures, because each alone misleads: an exact match still at 0% hides
 a loss that falls fast, and a loss that rises (over-confidence) can hide an exact match that climbs.
-A gain below the thresholds is within what the same weights scored twice differ by.
+A gain below the thresholds is within what the same weights scored twice differ by. A run whose
+wsd decay started early (schedule.WSDClock: validation stalled at the peak rate) is "plateaued"
+whatever its last validations gained: that gain is the decay's.
 """
 
 from __future__ import annotations
@@ -68,4 +70,15 @@ def from_metrics(path: Path) -> dict[str, Any]:
     curves = {"loss": [r["loss"] for r in valid]}
     if valid and all("exact_match" in r for r in valid):
         curves["exact_match"] = [r["exact_match"] for r in valid]
-    return judge(curves)
+    out = judge(curves)
+    early = [r for r in records if r.get("split") == "schedule" and r.get("early_decay")]
+    if early and out["verdict"] != "too few":
+        # the wsd decay started early (schedule.WSDClock): the curve had stalled at the peak rate, so
+        # what the last validations gained is the decay's, not a sign that more minutes would help
+        at = early[-1]
+        out = {**out, "verdict": "plateaued",
+               "text": f"plateaued at the peak rate: validation stalled there by step {at['step']:,}"
+                       f" ({at['elapsed_s'] / 60:.1f} min), so the rate decayed from that point and the run ended;"
+                       f" the gain of its last validations is the decay's, and more minutes alone are unlikely"
+                       f" to help"}
+    return out
