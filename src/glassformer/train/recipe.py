@@ -52,7 +52,7 @@ DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (transla
 # do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the model's weights
 # does (0.4 characters per weight against 1.5-2.8). So: dropout from 5 passes, on a text with fewer
 # characters than the model has weights (1: between the measured 0.4 and 1.5, not tuned), the weights
-# being the blocks' and the character embedding's (`lm_weights`: fortunes-zh's 856k characters, 6,015
+# being the blocks' and the character embedding's (`lm_weights`: fortunes-zh's 856k characters, 5,932
 # distinct, overfitted at 30 min without dropout when only the blocks' 786k were counted).
 LM_DROPOUT_EPOCHS = 5
 LM_DROPOUT_TOKENS_PER_WEIGHT = 1.0
@@ -123,8 +123,8 @@ def block_weights(fields: dict[str, Any]) -> int:
 def lm_weights(fields: dict[str, Any], characters: int) -> int:
     """What a character LM can memorise with: its blocks' weights and its embedding table, one row of
     d_model per distinct character (tied with the output layer, so counted once). Negligible for an
-    alphabet (fortunes-en: 113 characters, 14k weights against the blocks' 786k), not for Chinese
-    (fortunes-zh: 6,015 characters, 770k)."""
+    alphabet (fortunes-en: 112 characters, 14k weights against the blocks' 786k), not for Chinese
+    (the training split of fortunes-zh: 5,932 characters, 760k)."""
     return block_weights(fields) + characters * fields["d_model"]
 
 
@@ -180,7 +180,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.passes = epochs
         passes = f"about {epochs:.0f} pass{'' if round(epochs) == 1 else 'es'}"
         threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
-        weights = lm_weights(fields, len({c for t in train for c in t}) + 4) if lm else 0  # + the specials
+        from ..tokenize import SPECIALS  # (torch: imported only where a budget is planned)
+        weights = lm_weights(fields, len({c for t in train for c in t}) + len(SPECIALS)) if lm else 0
         if lm and epochs >= threshold and tokens >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
@@ -198,7 +199,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                              f" (≥ {threshold}), enough to overfit without it"
                              + (f" on a text smaller than the model's {weights:,} weights (fortunes-en's first"
                                 " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without;"
-                                " fortunes-zh, 856k characters against 1.56M weights, overfitted at 30 min without:"
+                                " fortunes-zh, 856k characters against 1.55M weights, overfitted at 30 min without:"
                                 " training loss 1.59, validation 2.58 nats)" if lm else ""))
     r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
