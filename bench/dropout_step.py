@@ -49,7 +49,8 @@ def main() -> None:
             rates[name].append(per_minute / 60 / (batch * sum(lengths)))  # steps a second
     dropout_mask.CHEAP_MASK = True
     base = statistics.median(rates["no dropout"])
-    print(f"| {args.model} arm ({args.threads} thread{'s' if args.threads > 1 else ''}) | steps/s | against no dropout |")
+    threads = f"{args.threads} thread{'s' if args.threads > 1 else ''}"
+    print(f"| {args.model} arm ({threads}) | steps/s | against no dropout |")
     print("|---|---:|---:|")
     for name, r in rates.items():
         print(f"| {name} | {statistics.median(r):.2f} | {statistics.median(r) / base:.2f}x |")

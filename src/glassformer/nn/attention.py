@@ -22,8 +22,7 @@ from torch import nn
 
 from ..trace import HookPoint
 from .common import affine, masked_value
-from . import dropout as dropout_mask
-from .dropout import dropout
+from .dropout import dropout, uses_cheap_mask
 from .positional import apply_rotary
 from .prepared import derived
 
@@ -212,7 +211,7 @@ class MultiHeadAttention(nn.Module):
                 k, v = cache.append(self.layer_index, k, v)
         # PyTorch's fused CPU kernel takes no dropout: SDPA would fall back to its own math and draw
         # the mask per element (nn/dropout.py); the explicit math with the cheaper mask instead
-        drop_here = self.training and self.dropout_p > 0 and q.device.type == "cpu" and dropout_mask.CHEAP_MASK
+        drop_here = self.training and self.dropout_p > 0 and uses_cheap_mask(q.device)
         if self.force_math or drop_here:
             if causal:
                 bias = _with_causal(bias, q.shape[2], k.shape[2], q.dtype)

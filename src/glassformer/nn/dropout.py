@@ -8,9 +8,10 @@ the FFN's hidden activations (nn/layers.py, nn/model.py, nn/feedforward.py).
 Why not `nn.Dropout` on a CPU: PyTorch draws the mask with one Mersenne Twister number per element
 (`bernoulli_`), and for the auto recipe's small character LM (d_model 128 × 4 layers, 32 windows of
 64 characters) dropout 0.1 made the training step 0.67× as fast as none, mostly those draws; with
-this mask 0.80× (one thread, bench/dropout_step.py; docs/real-data.md, "At 30 minutes: the development
-datasets"; a translator's small tensors gained nothing measurable). Here one 64-bit draw of the same generator (`random_` over the whole int64
-range) gives four 16-bit integers u, uniform on 0..65535; an element is kept where u ≥ round(p·65536).
+this mask 0.80× (one thread, bench/dropout_step.py; docs/real-data.md, "At 30 minutes: the
+development datasets"; a translator's small tensors gained nothing measurable). Here one 64-bit
+draw of the same generator (`random_` over the whole int64 range) gives four 16-bit integers u,
+uniform on 0..65535; an element is kept where u ≥ round(p·65536).
 So the rate dropped is p rounded to a multiple of 1/65536 (0.1 becomes 6,554/65,536 = 0.100006) and
 the kept values are scaled by 1/(1 − that rate): the expectation is still exact. The mask comes from
 torch's global generator, so `torch.manual_seed` fixes it as it fixes `nn.Dropout`'s (the two draw
@@ -18,6 +19,8 @@ different masks from the same seed). On other devices `F.dropout` is used: CUDA'
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +32,11 @@ LEVELS = 1 << 16  # the mask's resolution: one 16-bit uniform integer per elemen
 CHEAP_MASK = True
 
 
+def uses_cheap_mask(device: torch.device) -> bool:
+    """Whether dropout on `device` draws this module's mask (a CPU, unless CHEAP_MASK is off)."""
+    return device.type == "cpu" and CHEAP_MASK
+
+
 def quantised_rate(p: float) -> float:
     """The rate the mask drops: p rounded to a multiple of 1/65,536."""
     return round(p * LEVELS) / LEVELS
@@ -37,9 +45,7 @@ def quantised_rate(p: float) -> float:
 def keep_mask(shape: torch.Size, p: float, device: torch.device | str = "cpu") -> torch.Tensor:
     """A bool mask of `shape`, each element False with probability `quantised_rate(p)`: four 16-bit
     integers from each 64-bit draw of torch's generator, kept where u ≥ round(p·65536)."""
-    n = 1
-    for s in shape:
-        n *= s
+    n = math.prod(shape)
     words = torch.empty((n + 3) // 4, dtype=torch.int64, device=device).random_(-(1 << 63), None)
     # int16 reads each 16-bit lane as -32768..32767: u ≥ t  ⇔  u − 32768 ≥ t − 32768
     lanes = words.view(torch.int16)[:n].view(shape)
@@ -51,7 +57,7 @@ def dropout(x: torch.Tensor, p: float, training: bool = True) -> torch.Tensor:
     scale the rest by 1/(1 − p), in training; the identity otherwise."""
     if not training or p == 0.0:
         return x
-    if x.device.type != "cpu" or p >= 1.0 or quantised_rate(p) == 0.0 or not CHEAP_MASK:
+    if not uses_cheap_mask(x.device) or p >= 1.0 or quantised_rate(p) == 0.0:
         return F.dropout(x, p, True)
     # the mask as the scale itself, 0 or 1/(1 − p'), in x's dtype: y = x·m and ∂L/∂x = ∂L/∂y·m are
     # then plain float products (a product with a bool tensor took 25× as long, measured)

@@ -253,7 +253,6 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                     "pass a larger --max-len, or drop the long examples")
     stream = distributed.make_stream([bucket_key(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
     step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
-    best_loss, stalled = None, 0  # the lowest validation loss; validations since either best moved
     if state is not None:
         model.load_state_dict(saved.model.state_dict())
         optimizer.load_state_dict(state["optimizer"])
@@ -264,7 +263,6 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         best_metrics, last_saved = state["best_metrics"], state["step"]
         set_rng_state(state["rng"])
         budget.load_state_dict(state.get("wsd_clock", {}))  # absent from checkpoints before it existed
-        best_loss, stalled = state.get("best_loss"), state.get("stalled", 0)
     train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
     log = MetricsLog(run_dir / "metrics.jsonl", step if resume else None, rt.is_main)
     monitor = cfg.monitored
@@ -278,7 +276,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
-                 "wsd_clock": budget.state_dict(), "best_loss": best_loss, "stalled": stalled,
+                 "wsd_clock": budget.state_dict(),
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
         ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
                              {**meta_base, "step": step, "metrics": run_end.public(metrics)})
@@ -338,20 +336,19 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 metrics = run_eval()
                 score = _score(metrics, monitor)
                 improved = best_score is None or score > best_score
-                lower_loss = best_loss is None or metrics["loss"] < best_loss
-                best_loss = metrics["loss"] if lower_loss else best_loss
                 stable = cfg.schedule == "wsd" and budget.stable()
                 if improved:
                     best_score, best_metrics, bad_evals = score, run_end.public(metrics), 0
                     save("best", False, metrics)
                 elif not stable:
                     bad_evals += 1  # wsd: patience counts in the decay phase only (its rate is what stalls)
-                stalled = 0 if improved or lower_loss else stalled + 1
-                if stable and step > cfg.warmup and cfg.patience is not None and stalled >= cfg.patience:
-                    length = budget.decay_now()  # schedule.WSDClock: the curve turned at the peak rate
+                # schedule.WSDClock: a curve that turned at the peak rate starts the decay there
+                length = budget.validated(metrics["loss"], improved, cfg.patience if stable else None,
+                                          step > cfg.warmup)
+                if length is not None:
                     share = (f"{length * cfg.max_minutes:.1f} min" if cfg.max_minutes else
                              f"{round(length * max_steps)} steps")
-                    progress.note(f"validation stalled at the peak rate ({stalled} evaluations without a lower"
+                    progress.note(f"validation stalled at the peak rate ({budget.stalled} evaluations without a lower"
                                   f" loss or a better score): the rate decays from now, over {share}, then the"
                                   f" run stops")
                     log.write({"step": step, "split": "schedule", "early_decay": list(budget.early_decay),

@@ -88,6 +88,8 @@ class WSDClock:
     def __init__(self):
         self.spent = 0.0
         self.early_decay: tuple[float, float] | None = None  # (share spent at the stall, decay length)
+        self.best_loss: float | None = None  # the lowest validation loss so far
+        self.stalled = 0  # validations since the loss or the score last improved
 
     def progress(self) -> float:
         if self.early_decay is None:
@@ -99,8 +101,15 @@ class WSDClock:
         """In the stable phase (or warmup): the rate has not started to decay."""
         return self.progress() < 1.0 - WSD_DECAY
 
-    def decay_now(self) -> float:
-        """Start the decay at the share spent now; its length, as a share of the budget."""
+    def validated(self, loss: float, better_score: bool, patience: int | None, past_warmup: bool) -> float | None:
+        """Count a validation; where it is the `patience`-th in a row in the stable phase with neither
+        a lower loss nor a better score, start the decay now and return its length (a share of the
+        budget); otherwise None."""
+        lower = self.best_loss is None or loss < self.best_loss
+        self.best_loss = loss if lower else self.best_loss
+        self.stalled = 0 if lower or better_score else self.stalled + 1
+        if patience is None or not past_warmup or not self.stable() or self.stalled < patience:
+            return None
         length = max(self.spent, 1e-9) * WSD_DECAY / (1.0 - WSD_DECAY)
         self.early_decay = (self.spent, length)
         return length
@@ -110,11 +119,13 @@ class WSDClock:
         return self.early_decay is not None and self.progress() >= 1.0
 
     def state_dict(self) -> dict:
-        return {"spent": self.spent, "early_decay": list(self.early_decay) if self.early_decay else None}
+        return {"spent": self.spent, "early_decay": list(self.early_decay) if self.early_decay else None,
+                "best_loss": self.best_loss, "stalled": self.stalled}
 
     def load_state_dict(self, state: dict) -> None:
         self.spent = float(state.get("spent", 0.0))
         self.early_decay = tuple(state["early_decay"]) if state.get("early_decay") else None
+        self.best_loss, self.stalled = state.get("best_loss"), state.get("stalled", 0)
 
 
 def rate_function(cfg, d_model: int, progress: Callable[[], float] | None = None) -> Callable[[int], float]:
