@@ -149,14 +149,17 @@ def test_attribution_equals_patching_where_the_metric_is_linear():
     first-order estimate is exact there; earlier layers agree less, and `agreement` says how much."""
     cfg = ModelConfig(arch="decoder", vocab_size=50, d_model=24, n_heads=4, n_layers=2, d_ff=48,
                       norm="none", norm_position="pre", pe="learned", max_len=16)
+    torch.manual_seed(1)  # weights whose answer the corruption changes (where none does, every effect is 0)
     model = build_model(cfg).eval()
     clean, corrupted = pair()
+    with torch.no_grad():
+        assert (model(clean)[:, -1].argmax(-1) != model(corrupted)[:, -1].argmax(-1)).any()
     exact = patch(model, clean, corrupted, hook="dec.1.out")
     approx = attribution_patch(model, clean, corrupted, hook="dec.1.out")
     assert torch.allclose(exact.effects, approx.effects, atol=1e-4)
     a = agreement(patch(model, clean, corrupted, hook="dec.*.resid_mid"),
                   attribution_patch(model, clean, corrupted, hook="dec.*.resid_mid"))
-    assert -1 <= a["pearson"] <= 1 and a["max_abs_diff"] >= 0
+    assert a["pearson"] > 0.9 and a["same_top"] and a["max_abs_diff"] > 0  # close, not exact, before the last
 
 
 def test_patch_mistakes():

@@ -9,8 +9,9 @@ design (issue 28 §4) are removed here:
   lag 1), which halves any extrapolation effect. The loss on the positions < L of the same rows is
   reported beside it, so that "worse past L" and "worse everywhere at this length" can be told apart;
 - the learned table (4L rows, only the first L ever trained) is initialised at the scale of the token
-  vectors (`token_scale_positions`): at the library's GPT-2 init, N(0, 0.02²) beside token vectors of
-  norm ≈ 8, its untrained rows were nearly zero and "learned" meant "no PE" past L.
+  vectors (`token_scale_positions`): at GPT-2's init, N(0, 0.02²) beside token vectors of norm ≈ 8
+  (the library's until 2026-12-04), its untrained rows were nearly zero and "learned" meant "no PE"
+  past L.
 
 A table shorter than the input refuses with one line instead (tested in tests/test_inputs.py).
 `none` (no positional encoding) is the baseline every encoding must beat. Accuracy at L is kept: the
@@ -80,7 +81,8 @@ def side_losses(model: torch.nn.Module, batches: list[tuple], L: int) -> dict[st
 def token_scale_positions(model: torch.nn.Module) -> torch.nn.Module:
     """Re-draw the learned position table W_pos as N(0, σ²) with σ the std of the token vectors the
     model adds it to (W_E × its √d_model scale): past L the untrained rows are then random positions
-    of the tokens' own size, not a near-zero vector (the library keeps GPT-2's 0.02 for imports)."""
+    of the tokens' own size, not a near-zero vector. The library's LearnedPE now starts at that scale
+    too; the re-draw is kept so that the rows' recorded runs draw the same random numbers."""
     sigma = float((model.embed.W_E.detach() * model.embed.scale).std())
     with torch.no_grad():
         model.pos.W_pos.normal_(0.0, sigma)

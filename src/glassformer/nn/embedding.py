@@ -21,6 +21,11 @@ class TokenEmbedding(nn.Module):
         self.W_E = nn.Parameter(torch.randn(vocab_size, width) * width ** -0.5)
         self.scale = math.sqrt(d_model or width) if scale else 1.0
 
+    @property
+    def init_std(self) -> float:
+        """The std of the vectors it returns at initialisation: width^-1/2 × the scale."""
+        return self.W_E.shape[1] ** -0.5 * self.scale
+
     def forward(self, ids: torch.Tensor) -> torch.Tensor:  # (batch, seq) -> (batch, seq, width)
         e = self.W_E[ids]
         return e * self.scale if self.scale != 1.0 else e

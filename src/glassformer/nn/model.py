@@ -88,11 +88,12 @@ class TransformerBase(nn.Module):
     # ---- the input side: E + PE (§3.2, §3.4, §7.2) ----
     def _make_frontend(self, prefix: str, vocab: int, bidirectional: bool) -> None:
         cfg = self.config
-        self.add_module(f"{prefix}embed", TokenEmbedding(vocab, cfg.embed_width, cfg.embed_scale, cfg.d_model))
+        embed = TokenEmbedding(vocab, cfg.embed_width, cfg.embed_scale, cfg.d_model)
+        self.add_module(f"{prefix}embed", embed)
         pos = {
             "sinusoidal": lambda: SinusoidalPE(cfg.pos_width, cfg.pe_base, "interleaved"),
             "sinusoidal_half": lambda: SinusoidalPE(cfg.pos_width, cfg.pe_base, "half"),
-            "learned": lambda: LearnedPE(cfg.max_len, cfg.pos_width),
+            "learned": lambda: LearnedPE(cfg.max_len, cfg.pos_width, std=embed.init_std),  # the tokens' scale
             "relative": lambda: RelativePositionBias(cfg.n_heads, cfg.rel_buckets, cfg.rel_max_distance, bidirectional),
             "alibi": lambda: ALiBi(cfg.n_heads),
             "rope": lambda: RotaryEmbedding(cfg.head_dim, cfg.rope_theta),
