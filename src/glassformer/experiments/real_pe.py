@@ -45,6 +45,7 @@ def run(ctx: Context) -> Outcome:
     setup = (f"Character LM on fortunes-en, trained on {L}-character windows ({s.steps} steps, batch "
              f"{s.batch_size}, warmup {s.warmup}, {SWEEP_WORDS} in the full protocol); "
              f"held-out loss on windows of {L} and {4 * L}. Decoder-only, 2 layers, d_model 64, 4 heads, "
-             f"Post-LN, embed_scale on; PE in {list(ENCODINGS)}; the learned table has {4 * L} rows. "
+             f"Post-LN, embed_scale on; PE in {list(ENCODINGS)}; the learned table has {4 * L} rows, "
+             f"drawn at the token vectors' std (the library's LearnedPE). "
              f"{rates_words(ctx)}")
     return Outcome(variants, checks, setup, gate=text_gate(losses, L))
