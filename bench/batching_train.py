@@ -17,14 +17,20 @@ from __future__ import annotations
 import argparse
 import sys
 
-from glassformer.cli import main
+from glassformer.cli import main as glassformer
 from glassformer.train import batching, loop
 
-if __name__ == "__main__":
-    ab = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+
+def quantized_key(q: int):
+    """bucket_key with each side's length rounded up to a multiple of q (q = 1: bucket_key itself)."""
+    return lambda example: tuple(-(-len(part) // q) for part in example)
+
+
+def main(argv: list[str]) -> None:
+    ab = argparse.ArgumentParser(prog="batching_train.py", description=__doc__.split("\n\n")[0])
     ab.add_argument("--pool", type=int, default=1, help="batches per sorted pool (the library's: 50)")
     ab.add_argument("--quantum", type=int, default=1, help="round each length up to a multiple of this")
-    args, rest = ab.parse_known_args()
+    args, rest = ab.parse_known_args(argv)
     if args.pool < 1 or args.quantum < 1:
         ab.error("--pool and --quantum are whole numbers >= 1")
     # the trainer calls epoch_batches without `pool`, and train/distributed.py imports it by name:
@@ -32,7 +38,10 @@ if __name__ == "__main__":
     assert batching.epoch_batches.__defaults__ == (50,), "train/batching.py's pool default moved"
     batching.epoch_batches.__defaults__ = (args.pool,)
     assert loop.bucket_key is batching.bucket_key, "train/loop.py no longer sorts by batching.bucket_key"
-    q = args.quantum
-    loop.bucket_key = lambda example: tuple(-(-len(part) // q) for part in example)
+    loop.bucket_key = quantized_key(args.quantum)
     sys.argv = ["glassformer", *rest]
-    main()
+    glassformer()
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
