@@ -74,7 +74,7 @@ def test_fixed_linear_map_between_offsets():
 def test_learned_positions_start_at_the_tokens_scale(arch, embed_scale):
     """A learned table is added to the token vectors, so it starts at their size (std ≈ 1 with the
     √d_model scale, d^-1/2 without), not GPT-2's 0.02, beside which positions start 50× weaker than
-    the tokens (measured: num-en learned 13% vs 99.8% in 600 steps, docs/real-data.md)."""
+    the tokens (num-en, 600 steps: 14% against 87% test exact match, docs/real-data.md)."""
     d = 64
     cfg = ModelConfig(arch=arch, vocab_size=50, tgt_vocab_size=40 if arch == "encoder-decoder" else None,
                       d_model=d, n_heads=4, n_layers=1, d_ff=128, pe="learned", max_len=400, share_embeddings=False,
