@@ -54,8 +54,8 @@ class SinusoidalPE(nn.Module):
 class LearnedPE(nn.Module):
     """One trained vector per position (BERT, GPT-2): flexible, but no extrapolation (§3.5).
 
-    `std` is the table's initial scale. A model passes the std of the token vectors the table is
-    added to (`TokenEmbedding.init_std`, ≈ 1 with the √d_model scale), as plain PyTorch's
+    `std` is the table's initial scale, with no default: a model passes the std of the token vectors
+    the table is added to (`TokenEmbedding.init_std`, ≈ 1 with the √d_model scale), as plain PyTorch's
     nn.Embedding pair does: at GPT-2's 0.02 beside tokens of std 1 the positions start 50× weaker
     than the tokens and the model first learns as if it had no PE (num-en, 600 steps: 14% test exact
     match against 87% at the tokens' scale; docs/real-data.md, "the position table's scale").
@@ -64,7 +64,7 @@ class LearnedPE(nn.Module):
     traced = True
     absolute = True
 
-    def __init__(self, max_len: int, width: int, std: float = 0.02):
+    def __init__(self, max_len: int, width: int, std: float):
         super().__init__()
         self.max_len = max_len
         self.W_pos = nn.Parameter(torch.randn(max_len, width) * std)
