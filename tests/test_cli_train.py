@@ -8,6 +8,7 @@ import pytest
 import sacrebleu
 import torch
 
+from glassformer.generate import generate
 from glassformer.train import TrainConfig, load_checkpoint
 from glassformer.train.tasks import raw_splits
 
@@ -102,6 +103,19 @@ def test_language_model_generates_and_reports_perplexity(tmp_path, monkeypatch, 
                          "--max-new-tokens", "12", "--temperature", "0")
     assert code == 0, err
     assert out.startswith("the ") and len(out.strip()) > len("the")
+    # a prompt longer than the 32-character windows it trained on: by default each token reads the last 32
+    # (generate(window=32), tested against nanoGPT's cropping loop in test_generate_window.py), --window 0 all
+    prompt = "the dog sees the bird.the cat eats the fi"
+    ck = load_checkpoint(run_dir)
+    tok = ck.tokenizer
+    ids = torch.tensor([[tok.bos_id, *tok.encode(prompt)]])
+    for flags, window, note in (([], 32, True), (["--window", "0"], None, False), (["--window", "40"], 40, True)):
+        code, out, err = run(monkeypatch, capsys, "generate", "--ckpt", str(run_dir), "--prompt", prompt,
+                             "--max-new-tokens", "12", "--temperature", "0", *flags)
+        assert code == 0, err
+        want = generate(ck.model, ids, max_new_tokens=12, strategy="greedy", eos_id=tok.eos_id, window=window)
+        assert out.strip() == tok.decode(want[0].tolist()).strip()
+        assert (f"read the {window} before it" in err) == note
     code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir), "--data", str(text), "--json")
     assert code == 0, err
     m = json.loads(out)

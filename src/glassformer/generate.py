@@ -93,6 +93,43 @@ class Stepper:
             self.cache.reorder(index)
 
 
+class WindowStepper:
+    """A decoder-only model that reads at most the last `window` tokens (nanoGPT's crop to block_size).
+
+    A model trained on windows of W tokens has seen positions 0..W-1 only: reading a longer text puts
+    its tokens at positions it never trained (seed 000 §3: absolute positions, learned or sinusoidal,
+    do not extrapolate). Measured on an LM trained on 64-character windows (docs/real-data.md,
+    "Generating past the trained window"): held-out characters read at positions 64-255 cost
+    5.0 bits each with the whole text as context and 2.0 with the last 64. Up to the window the
+    cached stepper runs as usual; past it each token re-reads the last `window` tokens at positions
+    0..window-1 as a prompt is read (the module path in float32: absolute positions are baked into
+    the cached keys, so the cache cannot slide).
+    """
+
+    def __init__(self, new_stepper, window: int, prompt_pad):
+        self.new_stepper, self.window, self.prompt_pad = new_stepper, window, prompt_pad
+        self.inner = new_stepper(prompt_pad, True)  # up to the window: the usual (cached) steps
+
+    def _pad(self, lo: int, hi: int):
+        """The prompt's padding mask over columns lo..hi-1 (generated columns are never padding)."""
+        if self.prompt_pad is None or lo >= self.prompt_pad.shape[1]:
+            return None
+        pad = self.prompt_pad[:, lo:hi]
+        return torch.cat([pad, pad.new_zeros(pad.shape[0], hi - lo - pad.shape[1])], dim=1)
+
+    def first(self, prefix: torch.Tensor) -> torch.Tensor:
+        length = prefix.shape[1]
+        if length <= self.window:
+            return self.inner.first(prefix)
+        return self.new_stepper(self._pad(length - self.window, length), False).first(prefix[:, -self.window:])
+
+    def next(self, seq: torch.Tensor, length: int) -> torch.Tensor:
+        if length <= self.window:
+            return self.inner.next(seq, length)
+        lo = length - self.window
+        return self.new_stepper(self._pad(lo, length), False).first(seq[:, lo:length])
+
+
 # ---- choosing the next token ----
 def top_p_filter(logits: torch.Tensor, top_p: float) -> torch.Tensor:
     """Set to -inf every token outside the nucleus: the smallest set, most probable first,
@@ -177,7 +214,7 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
              top_p: float | None = None, eos_id: int | None = None, use_cache: bool = True,
              src_padding_mask: torch.Tensor | None = None, generator: torch.Generator | None = None,
              return_cross_attention: bool = False, padding_mask: torch.Tensor | None = None,
-             precision: str = "fp32"):
+             precision: str = "fp32", window: int | None = None):
     """Generate token ids with `model` (a DecoderLM or an EncoderDecoder).
 
     Decoder-only: `ids` is the prompt (batch, prompt_len), left-padded with pad_id if rows
@@ -192,6 +229,10 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
     step's products — every decoder layer's projections, the encoder memory's cross-attention keys
     and values, the output head — read int8 (per-output-channel scales) or bf16 copies of the weights,
     made for this generation only; the encoder, the prompt and the KV cache stay float32.
+    window=W (decoder-only, greedy or sampling): each new token reads at most the last W tokens, at
+    positions 0..W-1 — give the length the model trained on (`glassformer train`'s block_size) to
+    generate past it without reading positions it never saw (`WindowStepper`); tokens past the window
+    are read in float32, so a low `precision` is refused where the text outgrows the window.
     """
     low_precision.check(precision)
     # no autograd bookkeeping in the loop; derived weight copies (the fused W_QKV, the decode
@@ -199,13 +240,14 @@ def generate(model, ids, max_new_tokens: int = 32, strategy: str = "greedy", bea
     with torch.inference_mode(), prepared(model):
         out = _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, temperature, top_k,
                         top_p, eos_id, use_cache, src_padding_mask, generator, return_cross_attention,
-                        padding_mask, precision)
+                        padding_mask, precision, window)
     # clone outside inference mode: the caller may feed the ids to a model that trains
     return tuple(t.clone() for t in out) if isinstance(out, tuple) else out.clone()
 
 
 def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, temperature, top_k, top_p,
-              eos_id, use_cache, src_padding_mask, generator, return_cross_attention, padding_mask, precision):
+              eos_id, use_cache, src_padding_mask, generator, return_cross_attention, padding_mask, precision,
+              window):
     cfg = model.config
     if cfg.arch == "encoder":
         raise InputError("an encoder-only model cannot generate; use arch='decoder' or 'encoder-decoder'")
@@ -228,7 +270,9 @@ def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, t
     else:
         prefix = ids
         prompt_pad = model._padding(ids, padding_mask, "padding_mask")
-    if cfg.pe == "learned":  # §3: a learned table has max_len rows; decoding ends where they end
+    slides = window is not None and _check_window(window, cfg, seq2seq, strategy, return_cross_attention,
+                                                  prefix.shape[1] + max_new_tokens, precision)
+    if cfg.pe == "learned" and not slides:  # §3: a learned table has max_len rows; decoding ends where they end
         room = cfg.max_len - prefix.shape[1]
         if room < 1:
             raise InputError(f"the prompt fills all max_len={cfg.max_len} learned positions; give a shorter one")
@@ -240,9 +284,36 @@ def _generate(model, ids, max_new_tokens, strategy, beam_size, length_penalty, t
     pick = _greedy if strategy == "greedy" else _sampler(temperature, top_k, top_p, generator)
     new_stepper = lambda: Stepper(model, use_cache, prefix.shape[1] + max_new_tokens, memory, src_pad,  # noqa: E731
                                   prompt_pad, eos=eos, precision=precision)
+    if slides:
+        stepper = WindowStepper(lambda pad, cached: Stepper(model, use_cache and cached, window, None, None, pad,
+                                                            eos=eos), window, prompt_pad)
+        return _decode_loop(stepper, prefix, max_new_tokens, pick, eos, fill)
     if not return_cross_attention:
         return _decode_loop(new_stepper(), prefix, max_new_tokens, pick, eos, fill)
     return _with_cross_attention(model, new_stepper, prefix, max_new_tokens, pick, eos, fill)
+
+
+def _check_window(window, cfg, seq2seq: bool, strategy: str, cross_attention: bool, total: int,
+                  precision: str) -> bool:
+    """Refuse a window generation cannot honour; True where the text outgrows it (the window slides)."""
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise InputError(f"window={window!r} must be a positive integer (None: read the whole text)")
+    if seq2seq:
+        raise InputError("window applies to a decoder-only model; an encoder-decoder's target starts at "
+                         "position 0 and ends at eos")
+    if cfg.pe == "learned" and window > cfg.max_len:
+        raise InputError(f"window={window} is past the learned position table's max_len={cfg.max_len} rows; "
+                         f"give a window of at most {cfg.max_len}")
+    if total <= window:
+        return False
+    if strategy == "beam" or cross_attention:
+        raise InputError(f"a window of {window} slides with strategy 'greedy' or 'sample' only; the text reaches "
+                         f"{total} tokens (give a window of at least {total}, or window=None)")
+    if precision != "fp32":
+        raise InputError(f"precision={precision!r}: past the window each token re-reads the last {window} as a "
+                         "prompt, in float32; use precision='fp32', or a window of at least "
+                         f"{total} (the prompt plus max_new_tokens)")
+    return True
 
 
 def _decode_loop(stepper: Stepper, prefix: torch.Tensor, max_new_tokens: int, pick, eos, fill) -> torch.Tensor:
