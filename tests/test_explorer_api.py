@@ -183,3 +183,51 @@ def test_trace_names_the_words_the_checkpoint_never_saw(client):
     assert [t for t, w in zip(d["tokens"], sentence.split()) if w not in seen] == ["<unk>"] * 3
     assert client.post("/api/trace", json={"sentence": SENTENCE, "model": "run:tiny"}).json()["unknown"] is None
     assert client.post("/api/trace", json={"sentence": "猫 ☃", "model": "walkthrough"}).json()["unknown"] is None
+
+
+@pytest.fixture(scope="module")
+def lm_client(tmp_path_factory):
+    """The explorer over a runs/ folder holding one character LM that trained on windows of 4 tokens."""
+    from fastapi.testclient import TestClient
+
+    from glassformer.config import ModelConfig
+    from glassformer.nn import build_model
+    from glassformer.server.app import create_app
+    from glassformer.tokenize import build_tokenizer
+    from glassformer.train.checkpoint import save_checkpoint
+    from glassformer.train.config import TrainConfig
+
+    runs = tmp_path_factory.mktemp("lm_runs")
+    tok = build_tokenizer("char", ["abcdefgh ijk"])
+    cfg = ModelConfig(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                      pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id)
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    with torch.no_grad():  # a wider spread of logits: varied output, eos unlikely
+        for w in model.parameters():
+            w.mul_(2.0)
+    train = TrainConfig(task="lm", data=str(runs / "text.txt"), out=str(runs / "lm4"), block_size=4)
+    save_checkpoint(runs / "lm4", model, cfg, {"lm": tok}, None, {"task": "lm", "step": 0, "train_config":
+                                                                     train.to_dict()})
+    return TestClient(create_app(runs), base_url="http://127.0.0.1:8000"), model
+
+
+def test_a_language_model_generates_within_the_window_it_trained_on(lm_client):
+    """Each step reads the last 4 tokens (its block_size), as `generate(window=4)` does; the page's
+    attention row still has one weight per token, 0 on the tokens the query did not read."""
+    from glassformer.generate import generate
+    client, model = lm_client
+    d = client.post("/api/generate", json={"sentence": "abc de", "model": "run:lm4", "max_new_tokens": 8,
+                                           "top_k": 3}).json()
+    n_new = len(d["steps"])
+    prompt = d["ids"][:len(d["ids"]) - n_new]
+    assert len(prompt) + n_new > 4  # the text outgrows the window
+    ref = generate(model, torch.tensor([prompt]), max_new_tokens=n_new, strategy="greedy", window=4)[0].tolist()
+    assert d["ids"] == ref
+    for i, step in enumerate(d["steps"]):
+        length = len(prompt) + i  # tokens before this step's new one
+        for layer in ("dec.0.self_attn.pattern", "dec.1.self_attn.pattern"):
+            A = np.array(step["attention"][layer])  # (head, key)
+            assert A.shape == (2, length)
+            np.testing.assert_allclose(A.sum(-1), 1, atol=1e-6)
+            assert not A[:, :max(0, length - 4)].any() and A[:, -min(length, 4):].all()

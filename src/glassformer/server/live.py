@@ -3,7 +3,8 @@
 `glassformer.generate` is the fast path (KV cache, batches). The explorer wants what that loop
 throws away, so this one recomputes the whole prefix each step (the models shown are small) and
 keeps, per step: the next-token distribution's top k, the token picked, and the attention row of
-the new query — cross-attention over the source for a translator, self-attention for an LM.
+the new query — cross-attention over the source for a translator, self-attention for an LM (a run's
+LM reads at most the windows it trained on, as `generate(window=block_size)` does).
 Beam search keeps its whole tree: every candidate kept at every step, with its parent.
 
 Greedy picks argmax; sampling draws with `glassformer.generate.sample_next` from a seeded generator
@@ -20,6 +21,7 @@ from __future__ import annotations
 from typing import Iterator
 
 import torch
+import torch.nn.functional as F
 
 from ..errors import InputError
 from ..generate import sample_next, tempered
@@ -37,13 +39,23 @@ def _prefix(p: Prepared) -> tuple[list[int], str]:
                      "pick a translator or a language model (run:...)")
 
 
+def _window(p: Prepared) -> int | None:
+    """The windows a language model from `glassformer train` read (its block_size): None for others."""
+    meta = p.subject.meta or {}
+    return meta.get("train_config", {}).get("block_size") if p.kind == "decoder" and meta.get("task") == "lm" else None
+
+
 def _step(p: Prepared, seq: list[int], hook: str, fns: dict) -> tuple[torch.Tensor, dict]:
     """Logits of the next token (vocab,) and each layer's attention row of the last query (head, key)."""
     tgt = torch.tensor([seq]) if p.kind == "encoder-decoder" else None
-    if p.kind == "decoder":  # the LM reads the whole sequence as its input
-        p = Prepared(p.subject, seq, p.tokens, p.float64)
+    skipped = 0
+    if p.kind == "decoder":  # the LM reads the sequence as its input: at most the window it trained on
+        window = _window(p)  # (`generate(window=...)`, docs/real-data.md "Generating past the trained window")
+        skipped = max(0, len(seq) - window) if window else 0
+        p = Prepared(p.subject, seq[skipped:], p.tokens, p.float64)
     logits, trace = run_patched(p, fns, [hook], tgt)
-    return logits[0, -1].float(), {k: v[0, :, -1, :].double() for k, v in trace.items()}
+    # keys before the window get weight 0 (the query never read them): one column per token of `seq`
+    return logits[0, -1].float(), {k: F.pad(v[0, :, -1, :].double(), (skipped, 0)) for k, v in trace.items()}
 
 
 def _top(probs: torch.Tensor, k: int, tok) -> list[dict]:
