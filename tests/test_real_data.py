@@ -75,6 +75,20 @@ def test_a_small_character_lm_gets_more_smaller_steps():
     assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
 
 
+def test_the_printed_recipe_says_which_choices_your_flags_replace():
+    """`train` prints the recipe's choices; one a flag given on the command line replaces must say so
+    (an LM given --tokenizer bpe used to print "tokenizer char: a character LM" as what runs)."""
+    lines = [f"line {i} of some text" for i in range(400)]
+    r = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 30, None, tokens_per_minute=400_000)
+    printed = r.block({"--tokenizer", "--heads", "--warmup"}).splitlines()
+    replaced = [ln.strip() for ln in printed if "[replaced by your" in ln]
+    assert len(replaced) == 3, printed
+    assert replaced[0].startswith("tokenizer char") and replaced[0].endswith("[replaced by your --tokenizer]")
+    assert replaced[1].startswith("model:") and replaced[1].endswith("[replaced by your --heads]")
+    assert replaced[2].startswith("AdamW, warmup") and replaced[2].endswith("[replaced by your --warmup]")
+    assert sum("[replaced by" in ln for ln in r.block(set()).splitlines()) == 0
+
+
 def test_dropout_only_when_the_budget_allows_many_passes():
     g2p = cmudict_pairs()  # ~1.5M tokens: 30 minutes is a few passes
     few = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None, tokens_per_minute=400_000)

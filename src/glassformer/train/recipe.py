@@ -68,10 +68,20 @@ class Recipe:
     reasons: list[str] = field(default_factory=list)
     passes: float | None = None  # over the training data in the time budget (None: no budget)
 
+    flags: list[tuple[str, ...]] = field(default_factory=list)  # the command-line flags each reason is about
+
+    def note(self, flags: tuple[str, ...], reason: str) -> None:
+        """A choice and why; `flags` (names without "--") are the options that replace it."""
+        self.reasons.append(reason)
+        self.flags.append(tuple("--" + f.replace("_", "-") for f in flags))
+
     def block(self, given: set[str] = frozenset()) -> str:
-        """The 'what was chosen and why' lines printed before training."""
+        """The 'what was chosen and why' lines printed before training; a choice that a flag given on the
+        command line replaces says so on its own line (it is not what runs)."""
         lines = ["recipe auto (use --recipe paper for the 2017 settings; any flag overrides):"]
-        lines += [f"  {r}" for r in self.reasons]
+        for reason, flags in zip(self.reasons, self.flags):
+            yours = sorted(set(flags) & set(given))
+            lines.append(f"  {reason}" + (f"  [replaced by your {', '.join(yours)}]" if yours else ""))
         if given:
             lines.append(f"  given on the command line, kept: {', '.join(sorted(given))}")
         return "\n".join(lines)
@@ -142,23 +152,23 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     if lm:
         # characters: no unknown word at test time, and bits per character read directly
         kinds = ("char", "char")
-        r.reasons.append("tokenizer char: a character LM (no unseen words; loss is bits per character)")
+        r.note(("tokenizer",), "tokenizer char: a character LM (no unseen words; loss is bits per character)")
         tokens = sum(len(t) + 2 for t in train)
     else:
         src, tgt = [s for s, _ in train], [t for _, t in train]
         (ks, why_s), (kt, why_t) = choose_tokenizer(src), choose_tokenizer(tgt)
         kinds = (ks, kt)
-        r.reasons.append(f"tokenizer {ks}/{kt}: source {why_s}; target {why_t}")
+        r.note(("tokenizer",), f"tokenizer {ks}/{kt}: source {why_s}; target {why_t}")
         bpe_sides = [side for side, k in ((src, ks), (tgt, kt)) if k == "bpe"]
         if bpe_sides:
             r.train["vocab_size"] = bpe_size([t for side in bpe_sides for t in side])
-            r.reasons.append(f"BPE vocabulary {r.train['vocab_size']} (about a quarter of the word types)")
+            r.note(("vocab_size",), f"BPE vocabulary {r.train['vocab_size']} (about a quarter of the word types)")
         tokens = sum(_approx_tokens(s, ks) + _approx_tokens(t, kt) for s, t in train)
     r.train["tokenizer"] = kinds[0] if kinds[0] == kinds[1] else f"{kinds[0]}/{kinds[1]}"
     fields, peak, why = model_size(tokens, max_minutes, lm)
     small_lm = lm and fields["d_model"] <= 128  # trained on more, smaller steps (below)
     r.model.update(fields, norm_position="pre")
-    r.reasons.append(f"model: {why}")
+    r.note(("d_model", "heads", "layers", "d_ff"), f"model: {why}")
     bf16 = None
     if device == "cpu":  # measured on CPUs only; a GPU run keeps float32 unless --bf16
         bf16, why_bf16 = choose_bf16(lm=lm, d_model=fields["d_model"])
@@ -166,7 +176,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     if fields["d_model"] <= 128:
         threads, why = small_model_threads()
         r.train.update(threads=threads, threads_auto=True)
-        r.reasons.append(why + "; re-checked at each evaluation (train/threads.py)")
+        r.note(("threads",), why + "; re-checked at each evaluation (train/threads.py)")
     if max_minutes is not None:
         if tokens_per_minute is None:  # measured on this machine, now: a constant is some other machine's
             lengths = _mean_lengths(train, kinds, lm, LM_BLOCK if small_lm else 128)
@@ -184,24 +194,24 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         weights = lm_weights(fields, len({c for t in train for c in t}) + len(SPECIALS)) if lm else 0
         if lm and epochs >= threshold and tokens >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
-            r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
+            r.note(("dropout",), f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
                              f" ({tokens:,} characters) is not smaller than the model's {weights:,} weights,"
                              f" too much for them to memorise in a CPU budget (fortunes-en, 30 min on one thread: 1.3M"
                              f" characters 2.293 bits/char without dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
         elif epochs < threshold:
             r.model["dropout"] = 0.0
-            r.reasons.append(f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
+            r.note(("dropout",), f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (< {threshold}); dropout regularises long runs and slows a short one"
                              f" (measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
                              f" fortunes-en 2.99 vs 2.58 bits/char)")
         else:
-            r.reasons.append(f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
+            r.note(("dropout",), f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
                              f" (≥ {threshold}), enough to overfit without it"
                              + (f" on a text smaller than the model's {weights:,} weights (fortunes-en's first"
                                 " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without;"
                                 " fortunes-zh, 856k characters against 1.55M weights, overfitted at 30 min without:"
                                 " training loss 1.59, validation 2.58 nats)" if lm else ""))
-    r.reasons.append("Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
+    r.note(("norm_position",), "Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
     if small_lm:
         # A character LM step holds batch x block tokens (64 x 128 = 8k by default): a 30-minute CPU
@@ -216,7 +226,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         # than 32: within 0.02 bits/char, and a longer view of the text.
         r.train["batch_size"], r.train["block_size"] = 32, LM_BLOCK
         warmup, peak = 100, 2e-3
-        r.reasons.append(f"batch 32 windows of {LM_BLOCK} characters (more, smaller steps: a CPU budget sees few"
+        r.note(("batch_size", "block_size"), f"batch 32 windows of {LM_BLOCK} characters (more, smaller steps: a CPU budget sees few"
                          f" 8k-token steps; fortunes-en, 5 min: 2.535 bits/char against 2.639 for 16 x 128)")
     if lm:
         # The paper's ε_ls = 0.1 (§5.4) trains toward a target that gives every character ~0.1/V, a
@@ -224,20 +234,20 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         # development text fortunes-en (5 min, one thread, defaults otherwise): 2.748 bits/char with
         # 0.1, 2.639 with 0.
         r.train["label_smoothing"] = 0.0
-        r.reasons.append("no label smoothing: an LM is scored on its cross-entropy, which ε_ls = 0.1 puts a floor"
+        r.note(("label_smoothing",), "no label smoothing: an LM is scored on its cross-entropy, which ε_ls = 0.1 puts a floor"
                          " under (fortunes-en, 5 min: 2.748 bits/char with 0.1, 2.639 without)")
     if max_steps is not None:
         warmup = max(1, min(warmup, max_steps // 10))  # a short run warms up a tenth
     r.train.update(schedule="wsd", lr=peak, warmup=warmup, patience=10, recipe="auto")
     if bf16 is not None:
         r.train["bf16"] = bf16
-        r.reasons.append(why_bf16)
-    r.reasons.append(f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
+        r.note(("bf16",), why_bf16)
+    r.note(("schedule", "lr", "warmup"), f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
                      f" fifth of the budget, or from the point where 10 evaluations in a row find neither a lower"
                      f" valid loss nor a better score, over a quarter of the time spent, and the run ends there"
                      f" (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and decay from the start)")
     held = len(raw.get("valid", []))
-    r.reasons.append(f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
+    r.note((), f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
                      f" for test; early stopping after 10 evaluations without a better "
                      f"{'valid loss' if lm else 'exact match'}; best model in best/")
     return r
