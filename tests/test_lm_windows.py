@@ -67,3 +67,20 @@ def test_held_out_loss_and_bits_per_character_are_the_models_own_log_probabiliti
     assert math.isclose(got["loss"], total / count, rel_tol=1e-5)
     chars = sum(len(line) + 1 for line in lines)
     assert math.isclose(got["bpc"], total / math.log(2) / chars, rel_tol=1e-5)
+
+
+def test_bits_per_character_only_where_the_tokenizer_charges_every_character():
+    """A word tokenizer reads an unseen word as one <unk> and a run of spaces as one: its loss is not a
+    cost for every character, so no bits per character (the note says why); char and subwords get them."""
+    train = ["the cat eats fish", "a dog barks at the moon"] * 6
+    test = ["the  cat barks", "a zebra eats the fish"]  # "zebra" unseen, a double space
+    for kind, measured in (("word", False), ("char", True), ("bpe", True), ("unigram", True)):
+        tok = build_tokenizer(kind, train, vocab_size=40 if kind in ("bpe", "unigram") else None)
+        cfg = ModelConfig(arch="decoder", vocab_size=tok.vocab_size, d_model=16, n_heads=2, n_layers=1, d_ff=32,
+                          pad_id=0, bos_id=1, eos_id=2, max_len=64)
+        data = TaskData("lm", "lm", {"test": test}, tok, tok)
+        data.encoded["test"] = encode_split("lm", test, tok, tok, 16, held_out=True)
+        got = evaluate(build_model(cfg).eval(), data, "test")
+        assert ("bpc" in got) == measured and ("bpc_note" in got) != measured, kind
+        if not measured:
+            assert "word tokenizer reads an unseen word as one <unk>" in got["bpc_note"]

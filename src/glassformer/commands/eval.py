@@ -118,6 +118,8 @@ def register(app: typer.Typer) -> None:
         typer.echo(f"  perplexity  {m['ppl']:.3f}")
         if "bpc" in m:
             typer.echo(f"  bits/char   {m['bpc']:.4f}  (a line end counts as one character)")
+        elif "bpc_note" in m:
+            typer.echo(f"  bits/char   {m['bpc_note']}")
         if "baseline" in m:
             from ..train.baselines import line
             typer.echo(f"  baseline    {line(m, m['baseline'])}")

@@ -198,7 +198,8 @@ def line(model_test: dict, baseline: dict) -> str:
     """One line: the model's test score beside the baseline's, in the run's metric."""
     if baseline["metric"] == "bpc":
         ours, theirs = model_test.get("bpc"), baseline["test"]["bpc"]
-        head = f"test {ours:.3f} bits/char" if ours is not None else "test bits/char not measured"
+        head = f"test {ours:.3f} bits/char" if ours is not None else \
+            f"test bits/char {model_test.get('bpc_note', 'not measured')}"
         verdict = "" if ours is None else f" (ours {abs(theirs - ours):.3f} {'below' if ours < theirs else 'above'} it)"
         return f"{head}; {baseline['description']} gets {theirs:.3f}{verdict}"
     ours, theirs = model_test["exact_match"], baseline["test"]["exact_match"]

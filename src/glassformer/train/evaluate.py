@@ -193,6 +193,12 @@ def score_outputs(raw: Sequence[tuple[str, str]], output_of: dict[str, str], wit
     return metrics
 
 
+# tokenizers whose ids give back the text (tokenize.py; apart from a character never seen in training, one
+# <unk> for every arm): an LM's summed loss over them is a cost for every character, so bits per character
+# mean what they say. A word tokenizer makes an unseen word one cheap <unk> and drops runs of spaces.
+CHARGES_EVERY_CHARACTER = ("char", "bpe", "unigram")
+
+
 def evaluate(model, data, split: str, limit: int | None = None, with_bleu: bool = False,
              device: str = "cpu", beam_size: int = 1, precision: str = "fp32") -> dict[str, Any]:
     """Metrics of `model` on a split of a TaskData: loss, perplexity (+ exact match, BLEU, chrF)."""
@@ -223,6 +229,9 @@ def _evaluate(model, data, split, examples, with_bleu, device, beam_size, precis
                                                        precision=precision))))
         metrics.update(score_outputs(raw, output_of, with_bleu))
         metrics["hypotheses"] = [output_of[src] for src, _ in raw]  # one per line, in line order
+    elif data.src_tok.kind not in CHARGES_EVERY_CHARACTER:
+        metrics["bpc_note"] = (f"not measured: a {data.src_tok.kind} tokenizer reads an unseen word as one <unk> "
+                               "and runs of spaces as one, so bits per character would not charge for them")
     elif len(examples) == len(data.encoded[split]):  # bits per character need the whole text
         predicted = sum(len(w[0]) - 1 - getattr(w, "skip", 0) for w in examples)  # targets scored
         metrics["bpc"] = error_rates.bits_per_character(loss * predicted, data.raw[split])
