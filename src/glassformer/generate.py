@@ -97,13 +97,13 @@ class WindowStepper:
     """A decoder-only model that reads at most the last `window` tokens (nanoGPT's crop to block_size).
 
     A model trained on windows of W tokens has seen positions 0..W-1 only: reading a longer text puts
-    its tokens at positions it never trained (seed 000 §3: absolute positions, learned or sinusoidal,
-    do not extrapolate). Measured on an LM trained on 64-character windows (docs/real-data.md,
-    "Generating past the trained window"): held-out characters read at positions 64-255 cost
-    5.0 bits each with the whole text as context and 2.0 with the last 64. Up to the window the
-    cached stepper runs as usual; past it each token re-reads the last `window` tokens at positions
-    0..window-1 as a prompt is read (the module path in float32: absolute positions are baked into
-    the cached keys, so the cache cannot slide).
+    its tokens at positions it never trained. Seed 000 §3.3 (reason one) expects sinusoids to go on
+    working there, "a little worse, never failing"; measured on an LM trained on 64-character windows
+    (docs/real-data.md, "Generating past the trained window"), held-out characters at positions
+    64-255 cost 5.0 bits each read with the whole text and 2.0 read from the last 64, sinusoidal or
+    learned alike. Up to the window the cached stepper runs as usual; past it each token re-reads the
+    last `window` tokens at positions 0..window-1 as a prompt is read (the module path in float32:
+    absolute positions are baked into the cached keys, so the cache cannot slide).
     """
 
     def __init__(self, new_stepper, window: int, prompt_pad):
