@@ -110,7 +110,7 @@ CASES = [
      "a --window of at most max_len"),
     ("options", ["generate", "--ckpt", "{lm}", "--prompt", "1", "--window", "-1"], "--window -1"),
     ("options", ["generate", "--ckpt", "{lm}", "--prompt", "1 2", "--max-new-tokens", "40", "--window", "8",
-                 "--precision", "int8"], "--precision int8: past --window 8"),
+                 "--precision", "int8"], "--precision int8: past the window of 8 tokens"),
     ("lengths", ["eval", "--ckpt", "{run}", "--data", "{tmp}/long.tsv"], "the limit is 1024"),
     ("lengths", ["inspect", "--model", "{run}", " ".join(["1"] * 1500)], "the limit is 1024"),
     ("lengths", ["inspect", "--model", "{lm}", "1 2 3 4 5 6 7 8 9 1 2 3 4 5 6 7 8 9"], "max_len=16"),

@@ -71,8 +71,9 @@ def register(app: typer.Typer) -> None:
         limits.check_positions(min(total, window or total), ck.config, "the prompt plus --max-new-tokens",
                                "give a shorter input, or a --window of at most max_len")
         if window is not None and total > window and precision != "fp32":
-            raise InputError(f"--precision {precision}: past --window {window} each token re-reads the window in "
-                             "fp32; use --precision fp32, or --window 0 to read the whole text")
+            raise InputError(f"--precision {precision}: past the window of {window} tokens (--window; by default "
+                             "the block size the model trained on) each token re-reads the window in fp32; use "
+                             "--precision fp32, or --window 0 to read the whole text")
         x = torch.tensor([ids], device=device)
         g = torch.Generator(device=device).manual_seed(seed)
         greedy = temperature == 0
