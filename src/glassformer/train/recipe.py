@@ -194,23 +194,26 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         weights = lm_weights(fields, len({c for t in train for c in t}) + len(SPECIALS)) if lm else 0
         if lm and epochs >= threshold and tokens >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
-            r.note(("dropout",), f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
-                             f" ({tokens:,} characters) is not smaller than the model's {weights:,} weights,"
-                             f" too much for them to memorise in a CPU budget (fortunes-en, 30 min on one thread: 1.3M"
-                             f" characters 2.293 bits/char without dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
+            r.note(("dropout",),
+                   f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
+                   f" ({tokens:,} characters) is not smaller than the model's {weights:,} weights,"
+                   f" too much for them to memorise in a CPU budget (fortunes-en, 30 min on one thread: 1.3M"
+                   f" characters 2.293 bits/char without dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
         elif epochs < threshold:
             r.model["dropout"] = 0.0
-            r.note(("dropout",), f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
-                             f" (< {threshold}); dropout regularises long runs and slows a short one"
-                             f" (measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
-                             f" fortunes-en 2.99 vs 2.58 bits/char)")
+            r.note(("dropout",),
+                   f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
+                   f" (< {threshold}); dropout regularises long runs and slows a short one"
+                   f" (measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
+                   f" fortunes-en 2.99 vs 2.58 bits/char)")
         else:
-            r.note(("dropout",), f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
-                             f" (≥ {threshold}), enough to overfit without it"
-                             + (f" on a text smaller than the model's {weights:,} weights (fortunes-en's first"
-                                " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without;"
-                                " fortunes-zh, 856k characters against 1.55M weights, overfitted at 30 min without:"
-                                " training loss 1.59, validation 2.58 nats)" if lm else ""))
+            r.note(("dropout",),
+                   f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
+                   f" (≥ {threshold}), enough to overfit without it"
+                   + (f" on a text smaller than the model's {weights:,} weights (fortunes-en's first"
+                      " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without;"
+                      " fortunes-zh, 856k characters against 1.55M weights, overfitted at 30 min without:"
+                      " training loss 1.59, validation 2.58 nats)" if lm else ""))
     r.note(("norm_position",), "Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
     if small_lm:
@@ -226,30 +229,33 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         # than 32: within 0.02 bits/char, and a longer view of the text.
         r.train["batch_size"], r.train["block_size"] = 32, LM_BLOCK
         warmup, peak = 100, 2e-3
-        r.note(("batch_size", "block_size"), f"batch 32 windows of {LM_BLOCK} characters (more, smaller steps: a CPU budget sees few"
-                         f" 8k-token steps; fortunes-en, 5 min: 2.535 bits/char against 2.639 for 16 x 128)")
+        r.note(("batch_size", "block_size"),
+               f"batch 32 windows of {LM_BLOCK} characters (more, smaller steps: a CPU budget sees few"
+               f" 8k-token steps; fortunes-en, 5 min: 2.535 bits/char against 2.639 for 16 x 128)")
     if lm:
         # The paper's ε_ls = 0.1 (§5.4) trains toward a target that gives every character ~0.1/V, a
         # floor under the very loss an LM is scored on (bits per character). Measured on the
         # development text fortunes-en (5 min, one thread, defaults otherwise): 2.748 bits/char with
         # 0.1, 2.639 with 0.
         r.train["label_smoothing"] = 0.0
-        r.note(("label_smoothing",), "no label smoothing: an LM is scored on its cross-entropy, which ε_ls = 0.1 puts a floor"
-                         " under (fortunes-en, 5 min: 2.748 bits/char with 0.1, 2.639 without)")
+        r.note(("label_smoothing",),
+               "no label smoothing: an LM is scored on its cross-entropy, which ε_ls = 0.1 puts a floor"
+               " under (fortunes-en, 5 min: 2.748 bits/char with 0.1, 2.639 without)")
     if max_steps is not None:
         warmup = max(1, min(warmup, max_steps // 10))  # a short run warms up a tenth
     r.train.update(schedule="wsd", lr=peak, warmup=warmup, patience=10, recipe="auto")
     if bf16 is not None:
         r.train["bf16"] = bf16
         r.note(("bf16",), why_bf16)
-    r.note(("schedule", "lr", "warmup"), f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
-                     f" fifth of the budget, or from the point where 10 evaluations in a row find neither a lower"
-                     f" valid loss nor a better score, over a quarter of the time spent, and the run ends there"
-                     f" (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and decay from the start)")
+    r.note(("schedule", "lr", "warmup"),
+           f"AdamW, warmup {warmup} steps to {peak:g}, held there, then a linear decay to 0 over the last"
+           f" fifth of the budget, or from the point where 10 evaluations in a row find neither a lower"
+           f" valid loss nor a better score, over a quarter of the time spent, and the run ends there"
+           f" (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and decay from the start)")
     held = len(raw.get("valid", []))
     r.note((), f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
-                     f" for test; early stopping after 10 evaluations without a better "
-                     f"{'valid loss' if lm else 'exact match'}; best model in best/")
+               f" for test; early stopping after 10 evaluations without a better "
+               f"{'valid loss' if lm else 'exact match'}; best model in best/")
     return r
 
 
