@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
         import torch
 
         from ..generate import generate as run_generate
-        from ..train.checkpoint import load_checkpoint
+        from ..train.checkpoint import load_checkpoint, trained_window
 
         from ..nn.precision import check as check_precision
         check_precision(precision, "--precision")
@@ -65,7 +65,7 @@ def register(app: typer.Typer) -> None:
         limits.check_tokens(len(ids) + max_new_tokens, f"the prompt ({len(ids)} tokens with <bos>) plus "
                             f"--max-new-tokens {max_new_tokens}")
         if window is None:  # the windows it trained on: positions past them were never seen
-            window = ck.meta.get("train_config", {}).get("block_size") if ck.meta.get("task") == "lm" else None
+            window = trained_window(ck.meta)
         window = window or None
         total = len(ids) + max_new_tokens
         limits.check_positions(min(total, window or total), ck.config, "the prompt plus --max-new-tokens",

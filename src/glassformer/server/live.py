@@ -25,6 +25,7 @@ import torch.nn.functional as F
 
 from ..errors import InputError
 from ..generate import sample_next, tempered
+from ..train.checkpoint import trained_window
 from .interventions import run_patched
 from .subjects import Prepared
 
@@ -39,18 +40,12 @@ def _prefix(p: Prepared) -> tuple[list[int], str]:
                      "pick a translator or a language model (run:...)")
 
 
-def _window(p: Prepared) -> int | None:
-    """The windows a language model from `glassformer train` read (its block_size): None for others."""
-    meta = p.subject.meta or {}
-    return meta.get("train_config", {}).get("block_size") if p.kind == "decoder" and meta.get("task") == "lm" else None
-
-
 def _step(p: Prepared, seq: list[int], hook: str, fns: dict) -> tuple[torch.Tensor, dict]:
     """Logits of the next token (vocab,) and each layer's attention row of the last query (head, key)."""
     tgt = torch.tensor([seq]) if p.kind == "encoder-decoder" else None
     skipped = 0
     if p.kind == "decoder":  # the LM reads the sequence as its input: at most the window it trained on
-        window = _window(p)  # (`generate(window=...)`, docs/real-data.md "Generating past the trained window")
+        window = trained_window(p.subject.meta or {})  # as `generate(window=...)` reads it
         skipped = max(0, len(seq) - window) if window else 0
         p = Prepared(p.subject, seq[skipped:], p.tokens, p.float64)
     logits, trace = run_patched(p, fns, [hook], tgt)

@@ -55,6 +55,14 @@ class Checkpoint:
         return self.src_tokenizer
 
 
+def trained_window(meta: dict) -> int | None:
+    """The windows a language model from `glassformer train` read (its block_size), from a checkpoint's
+    meta; None for any other model. Generation past it reads at most that many tokens (`generate(window=)`)."""
+    if meta.get("task") != "lm":
+        return None
+    return (meta.get("train_config") or {}).get("block_size")
+
+
 def _aside(path: Path) -> Path:
     return path.parent / f".{path.name}.old"
 
