@@ -23,6 +23,8 @@ TASKS = {  # name: train arguments ({pairs}: a TSV of PAIRS, {text}: their Engli
     "tsv-auto": ["--task", "tsv", "--data", "{pairs}"],  # auto: word tokens (closed vocabulary), Pre-LN
     "tsv-paper": ["--task", "tsv", "--data", "{pairs}", "--recipe", "paper", "--vocab-size", "120"],  # BPE, Post-LN
     "lm-auto": ["--task", "lm", "--data", "{text}", "--block-size", "32"],
+    # a subword LM (`--tokenizer bpe`: measured against characters in docs/real-data.md)
+    "lm-bpe": ["--task", "lm", "--data", "{text}", "--block-size", "32", "--tokenizer", "bpe", "--vocab-size", "80"],
     "lm-paper": ["--task", "lm", "--data", "{text}", "--recipe", "paper", "--block-size", "32"],
 }
 

@@ -23,7 +23,7 @@ NEW = 6  # greedy tokens compared per sequence
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    return train_runs(tmp_path_factory.mktemp("runs"), ["zh-en", "lm-auto", "lm-paper"])
+    return train_runs(tmp_path_factory.mktemp("runs"), ["zh-en", "lm-auto", "lm-bpe", "lm-paper"])
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +69,7 @@ def test_files_of_each_kind(exported):
     assert names == ["input_ids", "attention_mask"]  # OpenAI GPT: no cache in transformers
 
 
-@pytest.mark.parametrize("name", ["zh-en", "lm-auto", "lm-paper"])
+@pytest.mark.parametrize("name", ["zh-en", "lm-auto", "lm-bpe", "lm-paper"])
 def test_onnx_runtime_logits_equal_ours(name, runs, exported):
     out = exported[name]
     ck = load_checkpoint(runs[name])
@@ -103,7 +103,7 @@ def test_onnx_runtime_logits_equal_ours(name, runs, exported):
     assert ours.abs().max() > 0.5 and err <= 1e-4
 
 
-@pytest.mark.parametrize("name", ["zh-en", "lm-auto"])
+@pytest.mark.parametrize("name", ["zh-en", "lm-auto", "lm-bpe"])
 def test_greedy_through_past_key_values_gives_our_tokens(name, runs, exported):
     """Encode (or read the prompt) once, then one token per call with the presents fed back as the
     past: the tokens equal `model.generate`'s greedy ones."""

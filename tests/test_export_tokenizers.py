@@ -23,6 +23,7 @@ ODD = ["The cat eats the fish.  Twice!", "a\tb é 猫 — “quoted”", "  lead
     ("word", EN + ODD, False),
     ("jieba", ZH, False),  # the bundled corpus is segmented by spaces: jieba's words are kept as they are
     ("bpe", EN + ODD, False),
+    ("bpe", EN + ODD, True),  # a subword LM (`--task lm --tokenizer bpe`)
     ("unigram", EN + ODD, False),
 ])
 def test_autotokenizer_gives_our_ids(kind, texts, lm, tmp_path):

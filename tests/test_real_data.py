@@ -353,8 +353,8 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     tokens = sum(len(s) + len(t.split()) for s, t in g2p)
     seen = []
 
-    def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS, bf16=False):
-        seen.append((fields["d_model"], lm, lengths, batch, bf16))
+    def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS, bf16=False, vocab=256):
+        seen.append((fields["d_model"], lm, lengths, batch, bf16, vocab))
         return rate
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
     rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
@@ -368,6 +368,10 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     assert seen[0][:2] == (slow.model["d_model"], False) and seen[0][2][0] == round(src) + 1
     assert seen[-1][4] == slow.train["bf16"]  # timed in the precision the run will train in
     assert choose("tsv", raw, None, None).passes is None and len(seen) == 2  # no budget: nothing to measure
+    # a subword LM's output layer has its vocabulary's rows, a large share of a small model's step
+    en = _corpus_lines("fortunes-en")[:20_000]
+    choose("lm", {"train": en, "valid": en[:5], "test": en[:5]}, 10, None, tokenizer="bpe", vocab_size=1024)
+    assert seen[-1][1:] == (True, (0, 64), 32, False, 1024)
 
 
 def test_the_probe_measures_without_touching_the_runs_threads_or_seed():
@@ -453,3 +457,38 @@ def test_a_chinese_text_counts_its_character_embedding_among_the_weights():
     tokens = sum(len(t) + 2 for t in text)
     r = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None, tokens_per_minute=2 * tokens)
     assert r.model["dropout"] == 0.1 and "1,554,944" in " ".join(r.reasons), r.reasons
+
+
+def _corpus_lines(name: str) -> list[str]:
+    return [ln for d in load_corpus(name) for ln in d.splitlines() if ln.strip()]
+
+
+def test_a_subword_lm_counts_its_passes_in_its_own_tokens():
+    """The recipe's LM keeps characters; given --tokenizer bpe, the passes over the text are counted in
+    the tokens the run trains on (estimated from a tokenizer fitted on the text's first 300k characters),
+    not in characters (which made a subword LM's printed passes ~2.4 times too few)."""
+    from glassformer.tokenize import build_tokenizer
+    from glassformer.train.recipe import choose, lm_tokens
+
+    en = _corpus_lines("fortunes-en")
+    size = 1024
+    whole = build_tokenizer("bpe", en, vocab_size=size)  # what the run fits: the whole text
+    exact = sum(len(whole.encode(t)) + 2 for t in en)
+    characters = sum(len(t) + 2 for t in en)
+    tokens, rows = lm_tokens(en, "bpe", size)
+    assert rows == size and abs(tokens - exact) < 0.05 * exact, (tokens, exact)
+    assert characters > 2 * tokens  # a subword holds several characters
+    raw = {"train": en, "valid": en[:5], "test": en[:5]}
+    chars = choose("lm", raw, 10, None, tokens_per_minute=100_000)
+    assert chars.train["tokenizer"] == "char" and "vocab_size" not in chars.train
+    assert chars.passes == pytest.approx(10 * 100_000 / characters)
+    bpe = choose("lm", raw, 10, None, tokens_per_minute=100_000, tokenizer="bpe", vocab_size=size)
+    assert bpe.train["tokenizer"] == "bpe" and "vocab_size" not in bpe.train  # the CLI keeps the user's
+    assert bpe.passes == pytest.approx(10 * 100_000 / tokens)
+    assert any(f"(~{tokens:,} bpe tokens)" in r for r in bpe.reasons), bpe.reasons
+    assert any("windows of 64 bpe tokens" in r for r in bpe.reasons), bpe.reasons
+    big = choose("lm", raw, 10, None, tokens_per_minute=100_000, tokenizer="bpe", vocab_size=4 * size)
+    assert 2 * chars.passes < bpe.passes < big.passes  # more subwords: fewer, longer tokens
+    assert big.passes == pytest.approx(10 * 100_000 / lm_tokens(en, "bpe", 4 * size)[0])
+    default = choose("lm", raw, 10, None, tokens_per_minute=100_000, tokenizer="bpe")  # no --vocab-size
+    assert default.passes == pytest.approx(10 * 100_000 / lm_tokens(en, "bpe", 2000)[0])  # tasks.DEFAULT_VOCAB

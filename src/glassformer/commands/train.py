@@ -139,7 +139,8 @@ def register(app: typer.Typer) -> None:
         if recipe == "auto" and task in ("tsv", "lm") and not resume:
             from ..train.recipe import choose
             from ..train.tasks import raw_splits
-            r = choose(task, raw_splits(cfg), max_minutes, max_steps, device=cfg.device)
+            r = choose(task, raw_splits(cfg), max_minutes, max_steps, device=cfg.device,
+                       tokenizer=fixed.get("tokenizer"), vocab_size=fixed.get("vocab_size"))
             # threads given on the command line are kept, and not re-checked either
             cfg = cfg.replace(**{k: v for k, v in r.train.items()
                                  if k not in given and not (k == "threads_auto" and "threads" in given)})
