@@ -354,7 +354,7 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     seen = []
 
     def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS, bf16=False, vocab=256):
-        seen.append((fields["d_model"], lm, lengths, batch, bf16, vocab))
+        seen.append((fields["d_model"], lm, lengths, batch, bf16, vocab, threads))
         return rate
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
     rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
@@ -370,8 +370,17 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     assert choose("tsv", raw, None, None).passes is None and len(seen) == 2  # no budget: nothing to measure
     # a subword LM's output layer has its vocabulary's rows, a large share of a small model's step
     en = _corpus_lines("fortunes-en")[:20_000]
-    choose("lm", {"train": en, "valid": en[:5], "test": en[:5]}, 10, None, tokenizer="bpe", vocab_size=1024)
-    assert seen[-1][1:] == (True, (0, 64), 32, False, 1024)
+    lm_raw = {"train": en, "valid": en[:5], "test": en[:5]}
+    choose("lm", lm_raw, 10, None, given=dict(tokenizer="bpe", vocab_size=1024))
+    assert seen[-1][1:6] == (True, (0, 64), 32, False, 1024)
+    # the probe times what the user's flags make the run train, not the recipe's own choices
+    choose("lm", lm_raw, 10, None, given=dict(threads=1, bf16=True, batch_size=8, block_size=16, d_model=64))
+    assert seen[-1][:5] + seen[-1][6:] == (64, True, (0, 16), 8, True, 1)
+    # a character LM's output layer has a row per distinct character (and the specials): 5,936 for
+    # fortunes-zh, which made the probe 1.7 times too fast with 256
+    zh = _corpus_lines("fortunes-zh")[:3000]
+    choose("lm", {"train": zh, "valid": zh[:5], "test": zh[:5]}, 10, None)
+    assert seen[-1][1:6] == (True, (0, 64), 32, False, len({c for t in zh for c in t}) + 4)
 
 
 def test_the_probe_measures_without_touching_the_runs_threads_or_seed():
@@ -482,13 +491,14 @@ def test_a_subword_lm_counts_its_passes_in_its_own_tokens():
     chars = choose("lm", raw, 10, None, tokens_per_minute=100_000)
     assert chars.train["tokenizer"] == "char" and "vocab_size" not in chars.train
     assert chars.passes == pytest.approx(10 * 100_000 / characters)
-    bpe = choose("lm", raw, 10, None, tokens_per_minute=100_000, tokenizer="bpe", vocab_size=size)
+    bpe = choose("lm", raw, 10, None, tokens_per_minute=100_000, given=dict(tokenizer="bpe", vocab_size=size))
     assert bpe.train["tokenizer"] == "bpe" and "vocab_size" not in bpe.train  # the CLI keeps the user's
     assert bpe.passes == pytest.approx(10 * 100_000 / tokens)
     assert any(f"(~{tokens:,} bpe tokens)" in r for r in bpe.reasons), bpe.reasons
     assert any("windows of 64 bpe tokens" in r for r in bpe.reasons), bpe.reasons
-    big = choose("lm", raw, 10, None, tokens_per_minute=100_000, tokenizer="bpe", vocab_size=4 * size)
+    big = choose("lm", raw, 10, None, tokens_per_minute=100_000,
+                 given=dict(tokenizer="bpe", vocab_size=4 * size))
     assert 2 * chars.passes < bpe.passes < big.passes  # more subwords: fewer, longer tokens
     assert big.passes == pytest.approx(10 * 100_000 / lm_tokens(en, "bpe", 4 * size)[0])
-    default = choose("lm", raw, 10, None, tokens_per_minute=100_000, tokenizer="bpe")  # no --vocab-size
+    default = choose("lm", raw, 10, None, tokens_per_minute=100_000, given=dict(tokenizer="bpe"))
     assert default.passes == pytest.approx(10 * 100_000 / lm_tokens(en, "bpe", 2000)[0])  # tasks.DEFAULT_VOCAB

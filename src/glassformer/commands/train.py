@@ -140,7 +140,7 @@ def register(app: typer.Typer) -> None:
             from ..train.recipe import choose
             from ..train.tasks import raw_splits
             r = choose(task, raw_splits(cfg), max_minutes, max_steps, device=cfg.device,
-                       tokenizer=fixed.get("tokenizer"), vocab_size=fixed.get("vocab_size"))
+                       given={**fixed, **overrides})  # sized and probed as the run will train
             # threads given on the command line are kept, and not re-checked either
             cfg = cfg.replace(**{k: v for k, v in r.train.items()
                                  if k not in given and not (k == "threads_auto" and "threads" in given)})

@@ -62,10 +62,11 @@ LM_BLOCK = 64  # tokens per training window of the small LM (below, in `choose`)
 # An LM keeps characters (issue 32, docs/real-data.md "Subword LMs: a rule chosen on the development texts,
 # then the evaluation texts"; 10 min, one thread, two runs side by side, the defaults otherwise; bits per
 # character on the suite's test files). Chosen on the development texts: BPE of 1,024 pieces for a text in
-# an alphabet (fortunes-en: 2.176 against 2.221 with characters, 2.189 with 2,048 pieces), characters for
-# CJK (fortunes-zh: 3.459 against 3.457 with 8,000 pieces, 3.500 with 4,000). On the evaluation texts that
-# rule won one and lost two (wordnet 1.935 against 2.068 with characters; pydoc 1.830 against 1.808;
-# jargon 2.201 against 2.106), so it was not adopted: `--tokenizer bpe --vocab-size 1024` gives it.
+# an alphabet (fortunes-en: 2.176 against 2.221 with characters, 2.189 with 2,048 pieces). On the
+# evaluation texts that rule won one and lost two (wordnet 1.935 against 2.068 with characters; pydoc
+# 1.830 against 1.808; jargon 2.201 against 2.106), so it was not adopted: `--tokenizer bpe --vocab-size
+# 1024` gives it. (fortunes-zh: 8,000 pieces 3.457 and 3.459 in two runs, 4,000 3.500, characters 3.535
+# with the dropout 0.1 the recipe chose, 3.452 without.)
 SUBWORDS = ("bpe", "unigram")
 LM_SAMPLE_CHARACTERS = 300_000  # the text a subword LM's token count is estimated from (`lm_tokens`)
 
@@ -173,14 +174,18 @@ def lm_weights(fields: dict[str, Any], rows: int) -> int:
 
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
            max_steps: int | None = None, tokens_per_minute: float | None = None,
-           device: str = "cpu", tokenizer: str | None = None, vocab_size: int | None = None) -> Recipe:
+           device: str = "cpu", given: dict[str, Any] | None = None) -> Recipe:
     """The auto recipe for a user's data (task 'tsv' or 'lm'), from its training split.
 
     With a time budget, the passes over the data it allows come from `tokens_per_minute`, or, where
     that is None (the CLI), from a few seconds of training steps of the chosen model on this
-    machine at the chosen threads (`measure_tokens_per_minute`). An LM's `tokenizer` and `vocab_size`,
-    where the user gave them, replace the recipe's and the passes are counted in their tokens."""
+    machine (`measure_tokens_per_minute`). `given`: the settings the user fixed on the command line
+    (TrainConfig and ModelConfig fields); the passes are counted and the probe is run as the run will
+    train: in the user's tokenizer's tokens (an LM) and with their threads, precision, batch, window and
+    model fields where given."""
     r = Recipe()
+    given = given or {}
+    tokenizer, vocab_size = given.get("tokenizer"), given.get("vocab_size")
     train = raw["train"]
     lm = task == "lm"
     characters, unit = 0, "tokens"  # an LM's text in characters; what its windows hold
@@ -194,10 +199,14 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         kind, size = (tokenizer or "char").partition("/")[0], None  # an LM reads one side
         if kind in SUBWORDS:
             from .tasks import DEFAULT_VOCAB  # what the run fits when the user gives no --vocab-size
-            size = vocab = vocab_size or DEFAULT_VOCAB[kind]
+            size = vocab_size or DEFAULT_VOCAB[kind]
         kinds = (kind, kind)
         characters = sum(len(t) + 2 for t in train)
         tokens, rows = lm_tokens(train, kind, size)
+        # the probe's output layer has the vocabulary's rows: fortunes-zh's 5,936 characters cost a
+        # d_model-128 LM more than its blocks; probed with 256 it predicted 626k tokens a minute and 7
+        # passes in 10 min where the run made 365k and ~4 (dropout 0.1 then, 3.535 bits/char; none 3.452)
+        vocab = rows
         unit = "characters" if kind == "char" else f"{kind} tokens"
     else:
         src, tgt = [s for s, _ in train], [t for _, t in train]
@@ -222,13 +231,16 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         threads, why = small_model_threads()
         r.train.update(threads=threads, threads_auto=True)
         r.note(("threads",), why + "; re-checked at each evaluation (train/threads.py)")
+    run = {**fields, **{k: v for k, v in given.items() if k in fields}}  # the model the run will train
     if max_minutes is not None:
         if tokens_per_minute is None:  # measured on this machine, now: a constant is some other machine's
-            lengths = _mean_lengths(train, kinds, lm, LM_BLOCK if small_lm else 128)
-            tokens_per_minute = measure_tokens_per_minute(fields, lm, lengths, 32 if small_lm else 64, threads,
-                                                          bf16=bool(bf16), vocab=vocab)
+            lengths = _mean_lengths(train, kinds, lm, given.get("block_size", LM_BLOCK if small_lm else 128))
+            in_bf16 = bool(given.get("bf16", bf16))
+            tokens_per_minute = measure_tokens_per_minute(
+                run, lm, lengths, given.get("batch_size", 32 if small_lm else 64), given.get("threads", threads),
+                bf16=in_bf16, vocab=vocab)
             source = (f"{tokens_per_minute:,.0f} tokens a minute measured in {PROBE_SECONDS:g} s of training steps"
-                      f" of this model here{' in bf16' if bf16 else ''}")
+                      f" of this model here{' in bf16' if in_bf16 else ''}")
         else:
             source = f"{tokens_per_minute:,.0f} tokens a minute"
         epochs = max_minutes * tokens_per_minute / max(tokens, 1)
@@ -237,7 +249,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         if lm and unit != "characters":  # the passes are over the text's tokens, not its characters
             passes += f" (~{tokens:,} {unit})"
         threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
-        weights = lm_weights(fields, rows) if lm else 0
+        weights = lm_weights(run, rows) if lm else 0
         if lm and epochs >= threshold and characters >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
