@@ -15,7 +15,8 @@ import torch
 from glassformer.data.corpora import cmudict_pairs, load_corpus, pinyin_pairs
 from glassformer.train.error_rates import (bits_per_character, char_error_rate, closest_references, edit_distance,
                                            references_by_source, sequence_error_rate, token_error_rate)
-from glassformer.train.recipe import busy_cores, choose, choose_bf16, choose_tokenizer, small_model_threads
+from glassformer.train.recipe import choose, choose_bf16, choose_tokenizer
+from glassformer.train.threads import busy_cores, small_model_threads
 
 from cli_helpers import run, train_once
 

@@ -29,7 +29,6 @@ keeps the architecture of the paper and changes what real data needs:
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from dataclasses import dataclass, field
@@ -228,6 +227,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         bf16, why_bf16 = choose_bf16(lm=lm, d_model=fields["d_model"])
     threads = None
     if fields["d_model"] <= 128:
+        from .threads import small_model_threads  # (torch: imported only once the recipe runs)
         threads, why = small_model_threads()
         r.train.update(threads=threads, threads_auto=True)
         r.note(("threads",), why + "; re-checked at each evaluation (train/threads.py)")
@@ -315,38 +315,6 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                f" for test; early stopping after 10 evaluations without a better "
                f"{'valid loss' if lm else 'exact match'}; best model in best/")
     return r
-
-
-def busy_cores(cores: int, seconds: float = 0.3) -> float:
-    """How many cores other work keeps busy right now: /proc/stat's busy time over `seconds`
-    (Linux), else the 1-minute load average, which lags by about a minute (a job that just ended
-    still counts)."""
-    from .threads import cpu_times
-
-    first = cpu_times()
-    if first is not None:
-        time.sleep(seconds)
-        second = cpu_times()
-        if second is not None and second[1] > first[1]:
-            return cores * (second[0] - first[0]) / (second[1] - first[1])
-    return os.getloadavg()[0] if hasattr(os, "getloadavg") else float(cores)
-
-
-def small_model_threads(cores: int | None = None, load: float | None = None) -> tuple[int, str]:
-    """(threads, why) for a model of d_model ≤ 128, from the cores that are free right now.
-
-    Measured on CMUdict pairs (d_model 128, 3+3 layers): on 2 busy cores (load 9) PyTorch's 2
-    threads made 95 tokens/s against 1,610 with one — a second thread that waits for a busy core
-    only spins; on 2 quiet cores 2 threads made 24% more steps than one (902 vs 726 in 2 min).
-    More than 2 threads was not measured for matrices this small, so it is not used."""
-    cores = cores if cores is not None else (os.cpu_count() or 1)
-    if load is None:
-        load = busy_cores(cores)
-    if cores >= 2 and cores - load >= 1.5:
-        return 2, (f"2 CPU threads ({cores} cores, {load:.1f} busy: a free second core gives a model "
-                   f"this small ~25% more steps; --threads 1 beside other jobs)")
-    return 1, (f"1 CPU thread ({cores} cores, {load:.1f} busy: with no free core a second thread only "
-               f"spins, 17x slower when measured)")
 
 
 def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128) -> tuple[bool, str]:
