@@ -239,6 +239,9 @@ def test_the_curve_script_runs_end_to_end(built, tmp_path, monkeypatch):
     ("plain_torch.py", ["kana", "nowhere", "o.jsonl", "5"], "'nowhere' is not a folder"),
     ("simple.py", ["nowhere", "o.json"], "'nowhere' is not a folder"),
     ("report.py", ["nowhere"], "'nowhere' is not a folder"),
+    ("probe_check.py", ["nowhere"], "'nowhere' is not a folder"),
+    ("probe_check.py", ["DATA", "--minutes", "0"], "--minutes must be positive numbers"),
+    ("probe_check.py", ["DATA", "--runs", "DATA"], "is not a run folder (it has no metrics.jsonl)"),
 ])
 def test_the_bench_scripts_refuse_bad_arguments_in_one_line(script, argv, says, tmp_path):
     argv = [str(tmp_path) if a == "DATA" else str(tmp_path / a) if a == "OUT" else a for a in argv]
@@ -266,3 +269,25 @@ def test_merged_runs_take_the_later_point_and_recompute_first_beats(tmp_path):
     assert list(merged) == ["lm-pydoc"] and r["role"] == "evaluation" and r["metric"] == "bpc"
     assert r["ours"] == {"2": 2.5, "5": 1.9, "30": 1.6} and r["plain"] == {"2": 4.0}
     assert r["first_beats"] == {"n-gram": 30.0, "plain PyTorch": 2.0}  # 1.6 < 1.7 first at 30; 2.5 < 4.0 at 2
+
+
+def test_the_probe_check_reads_a_runs_speed_and_the_recipes_prediction(tmp_path, capsys):
+    """bench/real/probe_check.py: a run folder's steps, wall time and median tokens a minute from its
+    metrics.jsonl (the loop's own lines); the recipe's probe for a suite file, one line per budget."""
+    probe_check = _load("probe_check")
+    run = tmp_path / "run"
+    run.mkdir()
+    lines = [{"step": 10, "split": "train", "tokens_per_s": 100.0, "elapsed_s": 1.0},
+             {"step": 20, "split": "train", "tokens_per_s": 300.0, "elapsed_s": 2.0},
+             {"step": 20, "split": "valid", "loss": 1.0, "elapsed_s": 9.0},
+             {"step": 30, "split": "train", "tokens_per_s": 200.0, "elapsed_s": 10.0}]
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert probe_check.run_speed(run) == dict(run=str(run), steps=30, wall_s=10, median_tokens_per_minute=12_000)
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "toy-train.tsv").write_text("".join(f"{w}\t{' '.join(w.upper())}\n" for w in
+                                                ["cat", "dog", "fish", "bird", "mouse", "horse"] * 40))
+    rows = probe_check.main([str(data), "--minutes", "1", "10", "--threads", "1"])
+    assert [(r["dataset"], r["minutes"]) for r in rows] == [("toy", 1.0), ("toy", 10.0)]
+    assert all(r["tokens_per_minute"] > 0 and r["passes"] > 0 for r in rows)
+    assert rows[1]["passes"] > rows[0]["passes"]  # 10x the minutes: more passes (two probes: not exactly 10x)

@@ -43,6 +43,7 @@ CLOSED_VOCAB = 2000  # at most this many distinct words: word tokens (a phoneme 
 # dropout rule below): measured by a probe of this many seconds of training steps (issue 32 §4; a
 # constant of 400k tokens a minute, measured once on an AVX2 machine, stood here before)
 PROBE_SECONDS = 1.5
+PROBE_CHUNKS = 3  # timed in this many chunks, the median kept (issue 32: 1.5 s probes of one model varied ±15%)
 DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (translators: CMUdict)
 # A character LM overfits sooner, but only where its text is small beside the model (development text
 # fortunes-en, one thread each, one seed; docs/real-data.md "When a character LM gets dropout"): on the
@@ -51,11 +52,15 @@ DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (transla
 # and on the whole 2.2M (30 min, 6-9 passes; 8 min, ~2) no dropout won, by 0.08-0.41 bits/char — with
 # dropout the CPU step was also a third slower (torch's mask; nn/dropout.py's costs a fifth). Passes alone
 # do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the model's weights
-# does (0.4 characters per weight against 1.5-2.8). So: dropout from 5 passes, on a text with fewer
-# characters than the model has weights (1: between the measured 0.4 and 1.5, not tuned), the weights
-# being the blocks' and the character embedding's (`lm_weights`: fortunes-zh's 856k characters, 5,932
-# distinct, overfitted at 30 min without dropout when only the blocks' 786k were counted).
-LM_DROPOUT_EPOCHS = 5
+# does (0.4 characters per weight against 1.5-2.8). So: dropout on a text with fewer characters than the
+# model has weights (1: between the measured 0.4 and 1.5, not tuned), the weights being the blocks' and
+# the character embedding's (`lm_weights`: fortunes-zh's 856k characters, 5,932 distinct, overfitted at
+# 30 min without dropout when only the blocks' 786k were counted), from 9 passes of the model without
+# dropout (issue 32; development texts, passes a run without dropout made): fortunes-zh at 10 min, 5.3
+# passes, 3.452 bits/char without dropout against 3.535 with 0.1; at 30 min, ~16 passes, overfitted
+# without; fortunes-en's first 313k characters, 20 passes, better with 0.1 (above). 9: about the
+# geometric mean of 5.3 and 16, not tuned. (It was 5, in passes a probe timed with dropout on.)
+LM_DROPOUT_EPOCHS = 9
 LM_DROPOUT_TOKENS_PER_WEIGHT = 1.0
 LM_BLOCK = 64  # tokens per training window of the small LM (below, in `choose`)
 # An LM keeps characters (issue 32, docs/real-data.md "Subword LMs: a rule chosen on the development texts,
@@ -232,46 +237,73 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.train.update(threads=threads, threads_auto=True)
         r.note(("threads",), why + "; re-checked at each evaluation (train/threads.py)")
     run = {**fields, **{k: v for k, v in given.items() if k in fields}}  # the model the run will train
+    if "dropout" not in given:
+        # The dropout rule asks how many passes a model *without* dropout would make (enough to overfit?),
+        # and dropout's masks cost a CPU step a third of its speed: timed with dropout 0.1, the probe put
+        # fortunes-en's 10 minutes at 615k tokens a minute where the run without dropout made 947k
+        # (docs/real-data.md, "What the speed probe timed"). So the probe times the model without it,
+        # and a run the rule then gives dropout is timed again, for the passes it will make.
+        run["dropout"] = 0.0
     if max_minutes is not None:
+        probe, per_pair = None, None
         if tokens_per_minute is None:  # measured on this machine, now: a constant is some other machine's
             lengths = _mean_lengths(train, kinds, lm, given.get("block_size", LM_BLOCK if small_lm else 128))
             in_bf16 = bool(given.get("bf16", bf16))
-            tokens_per_minute = measure_tokens_per_minute(
-                run, lm, lengths, given.get("batch_size", 32 if small_lm else 64), given.get("threads", threads),
-                bf16=in_bf16, vocab=vocab)
+            batch, probe_threads = given.get("batch_size", 32 if small_lm else 64), given.get("threads", threads)
+            smoothing = given.get("label_smoothing", 0.0 if lm else 0.1)  # the CLI's 0.1; an LM's is 0 (below)
+
+            def probe(model: dict[str, Any]) -> float:
+                return measure_tokens_per_minute(model, lm, lengths, batch, probe_threads, bf16=in_bf16,
+                                                 vocab=vocab, label_smoothing=smoothing)
+            tokens_per_minute = probe(run)
             source = (f"{tokens_per_minute:,.0f} tokens a minute measured in {PROBE_SECONDS:g} s of training steps"
                       f" of this model here{' in bf16' if in_bf16 else ''}")
+            if not lm:
+                # a probed pair holds <bos>/<eos> (pinyin: 4 + 4 tokens), the text's count does not (3.05 +
+                # 3.05): the passes are counted in pairs, or they come out a third too many
+                per_pair = sum(lengths)
+                source += f", {tokens_per_minute / per_pair:,.0f} pairs"
         else:
             source = f"{tokens_per_minute:,.0f} tokens a minute"
-        epochs = max_minutes * tokens_per_minute / max(tokens, 1)
+
+        def passes_at(rate: float) -> float:
+            if per_pair:
+                return max_minutes * rate / per_pair / max(len(train), 1)
+            return max_minutes * rate / max(tokens, 1)
+        epochs = passes_at(tokens_per_minute)
         r.passes = epochs
-        passes = f"about {epochs:.0f} pass{'' if round(epochs) == 1 else 'es'}"
-        if lm and unit != "characters":  # the passes are over the text's tokens, not its characters
-            passes += f" (~{tokens:,} {unit})"
+        passes = _passes(epochs, tokens if lm and unit != "characters" else None, unit)
+        passes += " over the data" + (" without dropout" if run["dropout"] == 0.0 else "")
         threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
         weights = lm_weights(run, rows) if lm else 0
         if lm and epochs >= threshold and characters >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
-                   f"no dropout: {max_minutes:g} min is {passes} over the data at {source}, but the text"
+                   f"no dropout: {max_minutes:g} min is {passes} at {source}, but the text"
                    f" ({characters:,} characters) is not smaller than the model's {weights:,} weights,"
                    f" too much for them to memorise in a CPU budget (fortunes-en, 30 min on one thread: 1.3M"
                    f" characters 2.293 bits/char without dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
         elif epochs < threshold:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
-                   f"no dropout: {max_minutes:g} min is {passes} over the data at {source}"
+                   f"no dropout: {max_minutes:g} min is {passes} at {source}"
                    f" (< {threshold}); dropout regularises long runs and slows a short one"
                    f" (measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
                    f" fortunes-en 2.99 vs 2.58 bits/char)")
         else:
+            dropped = ""
+            if probe is not None and "dropout" not in given:  # the run's own passes, at dropout's speed
+                slower = probe({**run, "dropout": r.model["dropout"]})
+                r.passes = passes_at(slower)
+                dropped = f"; with it {_passes(r.passes, None, unit)}, at {slower:,.0f} tokens a minute"
             r.note(("dropout",),
-                   f"dropout 0.1: {max_minutes:g} min is {passes} over the data at {source}"
+                   f"dropout {r.model['dropout']:g}: {max_minutes:g} min is {passes} at {source}"
                    f" (≥ {threshold}), enough to overfit without it"
                    + (f" on a text smaller than the model's {weights:,} weights (fortunes-en's first"
-                      " 313k characters, 13 passes: 2.741 bits/char with 0.1, 2.857 without;"
+                      " 313k characters, 20 passes without dropout: 2.741 bits/char with 0.1, 2.857 without;"
                       " fortunes-zh, 856k characters against 1.55M weights, overfitted at 30 min without:"
-                      " training loss 1.59, validation 2.58 nats)" if lm else ""))
+                      " training loss 1.59, validation 2.58 nats; at 10 min, 5 passes, 3.452 without and 3.535"
+                      " with)" if lm else "") + dropped)
     r.note(("norm_position",), "Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
     if small_lm:
@@ -354,10 +386,12 @@ def _mean_lengths(train: list, kinds: tuple[str, str], lm: bool, block: int = 12
 
 def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[int, int], batch: int,
                               threads: int | None, seconds: float = PROBE_SECONDS, bf16: bool = False,
-                              vocab: int = 256) -> float:
+                              vocab: int = 256, label_smoothing: float = 0.0) -> float:
     """Source + target tokens a minute that the model of `fields` trains on here: forward, backward
     and a fused AdamW step on random batches of the data's typical lengths (`lengths`), after one
-    step that is not timed, in the precision the run will use (`bf16`: the loop's CPU autocast). No
+    step that is not timed, with the trainer's loss (`label_smoothing`) and gradient clip (the CLI's
+    default of 1.0), in the precision the run will use (`bf16`: the loop's CPU autocast); the
+    median of PROBE_CHUNKS chunks of `seconds` / PROBE_CHUNKS (at most 20 steps each). No
     padding, so an upper bound on what the bucketed batches give. `vocab`: the output layer's rows,
     where known (an LM's subword vocabulary: 8,000 rows cost a d_model-128 model more than its blocks);
     256 stands for a translator's, whose sizes are not known yet."""
@@ -386,22 +420,29 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
             def step() -> None:
                 opt.zero_grad(set_to_none=True)
                 cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-                with cast:
-                    if lm:
-                        loss = model(ids(tgt_len), targets=ids(tgt_len), reduction="sum")
-                    else:
-                        loss = model(ids(src_len), ids(tgt_len), targets=ids(tgt_len), reduction="sum")
+                with cast:  # the trainer's loss (train/evaluate.py batch_loss), its clip and its AdamW
+                    args = dict(targets=ids(tgt_len), reduction="sum", ignore_index=0, label_smoothing=label_smoothing)
+                    loss = model(ids(tgt_len), **args) if lm else model(ids(src_len), ids(tgt_len), **args)
                 loss.backward()
+                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
                 opt.step()
             step()
-            steps, start = 0, time.perf_counter()
-            while steps < 2 or (time.perf_counter() - start < seconds and steps < 50):
-                step()
-                steps += 1
-            elapsed = time.perf_counter() - start
+            rates = []  # steps a second in each chunk: the median, as one busy moment skews a mean
+            for _ in range(PROBE_CHUNKS):
+                steps, start = 0, time.perf_counter()
+                while steps < 1 or (time.perf_counter() - start < seconds / PROBE_CHUNKS and steps < 20):
+                    step()
+                    steps += 1
+                rates.append(steps / (time.perf_counter() - start))
     finally:
         torch.set_num_threads(before)
-    return 60.0 * steps * batch * (src_len + tgt_len) / elapsed
+    return 60.0 * sorted(rates)[len(rates) // 2] * batch * (src_len + tgt_len)
+
+
+def _passes(epochs: float, tokens: int | None, unit: str) -> str:
+    """'about 7 passes', with the token count where the passes are not over characters or pairs."""
+    words = f"about {epochs:.0f} pass{'' if round(epochs) == 1 else 'es'}"
+    return words + (f" (~{tokens:,} {unit})" if tokens is not None else "")
 
 
 def _approx_tokens(text: str, kind: str) -> int:
