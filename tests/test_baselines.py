@@ -35,6 +35,23 @@ def test_per_token_majority_matches_a_count_by_hand():
     assert b["test"]["wer"] == pytest.approx(2 / 5)
 
 
+def test_context_majority_reads_a_character_by_its_neighbours_counted_by_hand():
+    # 行 is read xing twice (行人, 行走) and hang twice (银行, 行业): the per-token majority says xing
+    # (the first counted of a tie); in the unseen 银行业 neither ±2 nor ±1 was trained, but both of
+    # 行's neighbours were, each with hang: hang. 银 has its ±1 context from 银行, 业 from 行业.
+    train = [("行人", "xing ren"), ("行走", "xing zou"), ("银行", "yin hang"), ("行业", "hang ye")]
+    m = baselines.TokenMajority(train)
+    assert m.per_token("银行业") == "yin xing ye"
+    assert m.in_context("银行业") == "yin hang ye"
+    assert m.in_context("行人") == "xing ren"  # a trained phrase: its own ±2 context
+    assert m.in_context("x行") == "x hang"  # x unseen: copied; 行 before the end: as in 银行
+    raw = {"train": train, "valid": [("银行业", "yin hang ye")],
+           "test": [("银行业", "yin hang ye"), ("行人", "xing ren")]}
+    b = baselines.transduction(raw)
+    assert b["variant"] == "context" and b["test"]["exact_match"] == 1.0
+    assert b["variants"]["per_token"]["valid"]["exact_match"] == 0.0 and "context majority" in b["description"]
+
+
 def test_unaligned_pairs_memorise_and_fall_back_to_the_majority_output():
     pairs = [("cat", "K AE"), ("cat", "K AE"), ("dog", "D AO"), ("a", "AH")]  # 1 pair in 4 of equal length
     raw = {"train": pairs, "valid": [("cat", "K AE"), ("zzz", "Z")], "test": [("dog", "D AO"), ("q", "K AE")]}

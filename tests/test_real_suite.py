@@ -291,3 +291,12 @@ def test_the_probe_check_reads_a_runs_speed_and_the_recipes_prediction(tmp_path,
     assert [(r["dataset"], r["minutes"]) for r in rows] == [("toy", 1.0), ("toy", 10.0)]
     assert all(r["tokens_per_minute"] > 0 and r["passes"] > 0 for r in rows)
     assert rows[1]["passes"] > rows[0]["passes"]  # 10x the minutes: more passes (two probes: not exactly 10x)
+
+
+def test_the_context_majority_backs_off_to_one_neighbour_before_the_letter_alone():
+    """bench/real/simple.py: 'a' is read A1 three times and A2 once (before 'b'); in an unseen 'qab' no
+    +-2 or +-1 context was trained, but 'ab' was: A2, where the letter alone says A1."""
+    simple = _load("simple")
+    train = [("ca", "C A1"), ("da", "D A1"), ("ga", "G A1"), ("ab", "A2 B"), ("q", "Q")]
+    assert simple.g2p_majority(train, [("qab", "Q A2 B")])["ser"] == 0.0
+    assert simple.g2p_majority(train, [("qac", "Q A1 C")])["ser"] == 0.0  # no neighbour known: the letter's majority

@@ -149,8 +149,8 @@ def baselines_of(name: str, train_file: Path, test_file: Path) -> dict[str, dict
     if aligned >= 0.2:  # one source character to one target word in many pairs: G2P, pinyin
         c = simple.g2p_majority(pairs, test_pairs)
         out["context majority"] = {"value": 1 - c["ser"], "per": c["per"], "description":
-                                   "each source character's most frequent target word in a +-2 character context "
-                                   "(bench/real/simple.py)"}
+                                   "each source character's most frequent target word in a +-2 character context, "
+                                   "backing off to +-1, then to one neighbour (bench/real/simple.py)"}
     return out
 
 

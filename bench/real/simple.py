@@ -4,7 +4,8 @@
 
 - g2p: per-letter majority. Training words whose spelling and pronunciation have the same length
   are aligned one letter to one phoneme; each letter in its context (two letters either side,
-  backing off to one, then none) predicts its most frequent phoneme. One phoneme per letter.
+  backing off to one, then to one neighbour on either side with the two sides' counts summed, then
+  none) predicts its most frequent phoneme (train/baselines.py's context majority). One phoneme per letter.
 - pinyin: the same per-character majority (one syllable per character, in its context).
 - lm-en / lm-zh: an interpolated absolute-discounting character n-gram (Ney et al. 1994;
   discount 0.75), order 5, over the same symbols as the neural models: the characters of each
@@ -22,29 +23,11 @@ from glassformer.train.error_rates import closest_references, scored_items, sequ
 
 
 def g2p_majority(train: list[tuple[str, str]], test: list[tuple[str, str]]) -> dict:
-    tables = [defaultdict(Counter) for _ in range(3)]  # context width 2, 1, 0
-    for word, phones in train:
-        ph = phones.split()
-        if len(ph) != len(word):
-            continue
-        padded = "##" + word + "##"
-        for i, p in enumerate(ph):
-            for width, table in zip((2, 1, 0), tables):
-                table[padded[i + 2 - width:i + 3 + width]][p] += 1
-    fallback = Counter(p for _, ph in train for p in ph.split()).most_common(1)[0][0]
+    """Each letter's most frequent phoneme in its context: train/baselines.py's context majority (±2
+    letters, else ±1, else one neighbour, else alone), fitted on the pairs of equal length."""
+    from glassformer.train.baselines import TokenMajority
 
-    def predict(word: str) -> str:
-        padded, out = "##" + word + "##", []
-        for i in range(len(word)):
-            for width, table in zip((2, 1, 0), tables):
-                key = padded[i + 2 - width:i + 3 + width]
-                if key in table:
-                    out.append(table[key].most_common(1)[0][0])
-                    break
-            else:
-                out.append(fallback)
-        return " ".join(out)
-
+    predict = TokenMajority(train).in_context
     items = scored_items(test)  # a word with two pronunciations: right if either
     hyps = [predict(w) for w, _ in items]
     refs = closest_references(hyps, [r for _, r in items])

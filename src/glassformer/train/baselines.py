@@ -6,7 +6,7 @@ frequent reading gets 0.85; 1.89 bits/char little until one knows the 5-gram get
 validation split, and scores it on the test split with the run's own metric, as the model is
 (its best/ chosen on validation, scored on test).
 
-- translation tasks (`transduction`): three variants, and whichever scores the higher validation
+- translation tasks (`transduction`): four variants, and whichever scores the higher validation
   exact match is the baseline. Per-token majority: a source and target that have the same number
   of tokens in most training pairs (pinyin per character, transliteration) are aligned token by
   token, and each source token maps to its most frequent aligned target token. Memorisation: a
@@ -14,8 +14,11 @@ validation split, and scores it on the test split with the run's own metric, as 
   the most frequent training target) for the others. Longest match (`LongestMatch`): a source cut
   left to right into the longest pieces that are training sources, their targets joined — the
   dictionary lookup a user would write first for kana → romaji or a compound word, where the
-  other two score 0 (a kana run printed "gets 0.0%" before this variant existed). Scored by
-  evaluate.score_outputs, the model's own scorer (exact match, WER, CER).
+  other two score 0 (a kana run printed "gets 0.0%" before this variant existed). Context majority
+  (`in_context`, aligned data): each source token's majority in the widest context training saw
+  (±2, ±1, one neighbour, alone) — on pinyin it beats the per-token majority by 3.6 points, and a
+  model that beats only the latter has not beaten counting. Scored by evaluate.score_outputs, the
+  model's own scorer (exact match, WER, CER).
 - language models (`ngram`): interpolated character n-grams, n = 1…7, Kneser–Ney and absolute
   discounting (experiments/ngram.py), in bits per character with a line end as one character
   (error_rates.bits_per_character's unit, whatever the run's tokenizer); the order and method
@@ -41,6 +44,17 @@ def _join(tokens: Sequence[str], kind: str) -> str:
     return " ".join(tokens) if kind == "word" else "".join(tokens)
 
 
+CONTEXTS = ("two", "one", "left", "right")
+
+
+def _context_keys(tokens: Sequence[str], i: int) -> dict[str, tuple]:
+    """Token i with its neighbours (None past either end): ±2, ±1, the previous one, the next one."""
+    p = [None, None, *tokens, None, None]
+    j = i + 2
+    return {"two": tuple(p[j - 2:j + 3]), "one": tuple(p[j - 1:j + 2]), "left": (p[j - 1], p[j]),
+            "right": (p[j], p[j + 1])}
+
+
 class TokenMajority:
     """Per-token majority and memorisation, counted on a list of (source, target) pairs."""
 
@@ -53,12 +67,16 @@ class TokenMajority:
         self.aligned = self.share >= ALIGNED
         readings: dict[str, Counter] = defaultdict(Counter)
         outputs: dict[str, Counter] = defaultdict(Counter)
+        # the aligned tokens in context (`in_context`): two either side, one either side, one neighbour
+        self.contexts: dict[str, dict[tuple, Counter]] = {k: defaultdict(Counter) for k in CONTEXTS}
         for src, tgt in pairs:
             outputs[src][tgt] += 1
             a, b = _tokens(src, self.src_kind), _tokens(tgt, self.tgt_kind)
             if len(a) == len(b):
-                for x, y in zip(a, b):
+                for i, (x, y) in enumerate(zip(a, b)):
                     readings[x][y] += 1
+                    for k, key in _context_keys(a, i).items():
+                        self.contexts[k][key][y] += 1
         self.reading = {x: c.most_common(1)[0][0] for x, c in readings.items()}
         self.memorised = {s: c.most_common(1)[0][0] for s, c in outputs.items()}
         self.majority = Counter(t for _, t in pairs).most_common(1)[0][0]
@@ -66,6 +84,21 @@ class TokenMajority:
     def per_token(self, src: str) -> str:
         """Each source token's most frequent aligned target token; an unseen token is copied."""
         return _join([self.reading.get(x, x) for x in _tokens(src, self.src_kind)], self.tgt_kind)
+
+    def in_context(self, src: str) -> str:
+        """Each source token's most frequent aligned target token in the widest context training saw:
+        two tokens either side, else one either side, else one neighbour (the previous and the next
+        token's counts summed), else the token alone; an unseen token is copied. (pinyin, a new phrase
+        read as the words it shares a neighbour with: 88.4% exact match against 84.7% per token.)"""
+        a, out = _tokens(src, self.src_kind), []
+        for i, x in enumerate(a):
+            keys = _context_keys(a, i)
+            found = next((self.contexts[k][keys[k]] for k in ("two", "one") if keys[k] in self.contexts[k]), None)
+            if found is None:
+                found = self.contexts["left"].get(keys["left"], Counter()) + \
+                    self.contexts["right"].get(keys["right"], Counter())
+            out.append(found.most_common(1)[0][0] if found else self.reading.get(x, x))
+        return _join(out, self.tgt_kind)
 
     def lookup(self, src: str) -> str:
         """A seen source's most frequent target; else per token (aligned data, or every token
@@ -81,6 +114,8 @@ class TokenMajority:
         token = f"each source {unit}'s most frequent target {'character' if self.tgt_kind == 'char' else 'token'}"
         if variant == "per_token":
             return f"{token} in training (per-token majority)"
+        if variant == "context":
+            return f"{token} in its context (±2 {unit}s, else ±1, else one neighbour; context majority)"
         rest = token if self.aligned else "the most frequent training target"
         return f"each seen source's most frequent training target, {rest} otherwise (memorisation)"
 
@@ -118,7 +153,7 @@ class LongestMatch:
         return self.sep.join(pieces)
 
 
-VARIANTS = ("per_token", "lookup", "longest_match")
+VARIANTS = ("per_token", "lookup", "longest_match", "context")
 
 
 def transduction(raw: dict[str, list], valid_limit: int | None = None,
@@ -128,11 +163,12 @@ def transduction(raw: dict[str, list], valid_limit: int | None = None,
     from .evaluate import score_outputs
 
     model = TokenMajority(raw["train"])
-    guesses = {"per_token": model.per_token, "lookup": model.lookup, "longest_match": LongestMatch(raw["train"])}
+    guesses = {"per_token": model.per_token, "lookup": model.lookup, "longest_match": LongestMatch(raw["train"]),
+               "context": model.in_context}
     described = {"per_token": model.describe("per_token"), "lookup": model.describe("lookup"),
-                 "longest_match": LongestMatch.DESCRIPTION}
+                 "longest_match": LongestMatch.DESCRIPTION, "context": model.describe("context")}
     valid = raw["valid"][:valid_limit] if valid_limit else raw["valid"]
-    variants = [v for v in variants if v != "per_token" or model.aligned]
+    variants = [v for v in variants if v not in ("per_token", "context") or model.aligned]
     scores = {}
     for v in variants:
         guess = guesses[v]
