@@ -3,7 +3,7 @@ character LM gets dropout").
 
 The auto recipe's character LM (d_model 128, 4 layers, d_ff 512, 32 windows of 64 characters, fused
 AdamW) or its translator (`--model translator`: d_model 128, 3 + 3 layers, 64 pairs of ~4 tokens, bf16
-autocast), timed by the recipe's own probe (`train.recipe.measure_tokens_per_minute`), with no
+autocast), timed by the recipe's own probe (`train.speed_probe.measure_tokens_per_minute`), with no
 dropout, with dropout 0.1 everywhere (torch's per-element mask, `nn.dropout.CHEAP_MASK = False`, and
 nn/dropout.py's, drawn 16 bits at a time), and with 0.1 on the residual paths only or on the attention
 weights only (`attn_dropout`). PyTorch's fused CPU attention kernel takes no dropout: with torch's
@@ -20,7 +20,8 @@ import argparse
 import statistics
 
 from glassformer.nn import dropout as dropout_mask
-from glassformer.train.recipe import LM_BLOCK, measure_tokens_per_minute
+from glassformer.train.recipe import LM_BLOCK
+from glassformer.train.speed_probe import measure_tokens_per_minute
 
 SIZES = {  # the auto recipe's small models: (fields, batch, (source, target) lengths, bf16)
     "lm": (dict(d_model=128, n_heads=4, n_layers=4, d_ff=512), 32, (0, LM_BLOCK), False),  # 32 windows

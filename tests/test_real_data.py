@@ -399,7 +399,7 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
 
 
 def test_the_probe_measures_without_touching_the_runs_threads_or_seed():
-    from glassformer.train.recipe import measure_tokens_per_minute
+    from glassformer.train.speed_probe import measure_tokens_per_minute
 
     torch.manual_seed(123)
     expected = torch.rand(3)
@@ -415,10 +415,10 @@ def test_the_probe_measures_without_touching_the_runs_threads_or_seed():
 def test_one_stalled_moment_does_not_set_the_probes_rate(monkeypatch):
     """A probe is the median of its chunks: a stall of 1,000 s inside the first (another job taking the
     core) leaves the rate where the other two put it; a total over all steps would be ~3,000x slower."""
-    from glassformer.train import recipe
+    from glassformer.train import speed_probe
 
     fields = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
-    calm = recipe.measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.3)
+    calm = speed_probe.measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.3)
     calls, real = [], time.perf_counter
 
     class StalledClock:  # the module's clock jumps 1,000 s on its second reading, inside the first chunk
@@ -426,15 +426,15 @@ def test_one_stalled_moment_does_not_set_the_probes_rate(monkeypatch):
         def perf_counter():
             calls.append(1)
             return real() + (1000.0 if len(calls) >= 2 else 0.0)
-    monkeypatch.setattr(recipe, "time", StalledClock)
-    stalled = recipe.measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.3)
-    assert len(calls) > recipe.PROBE_CHUNKS * 2  # every chunk read the patched clock
+    monkeypatch.setattr(speed_probe, "time", StalledClock)
+    stalled = speed_probe.measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.3)
+    assert len(calls) > speed_probe.PROBE_CHUNKS * 2  # every chunk read the patched clock
     assert stalled > calm / 50, (stalled, calm)
 
 
 def test_the_probe_times_bf16_under_the_loops_autocast(monkeypatch):
     """A run that trains in bf16 is probed in bf16 (the passes it predicts are that run's)."""
-    from glassformer.train.recipe import measure_tokens_per_minute
+    from glassformer.train.speed_probe import measure_tokens_per_minute
 
     real, casts = torch.autocast, []
 

@@ -30,20 +30,16 @@ keeps the architecture of the paper and changes what real data needs:
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..limits import layer_weights
+# how fast the chosen model trains here, for the passes a time budget allows (the dropout rule below)
+from .speed_probe import PROBE_SECONDS, measure_tokens_per_minute
 
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 
 CLOSED_VOCAB = 2000  # at most this many distinct words: word tokens (a phoneme set, tags)
-# How fast the chosen model trains on this machine, for the passes a time budget allows (the
-# dropout rule below): measured by a probe of this many seconds of training steps (issue 32 §4; a
-# constant of 400k tokens a minute, measured once on an AVX2 machine, stood here before)
-PROBE_SECONDS = 1.5
-PROBE_CHUNKS = 3  # timed in this many chunks, the median kept (issue 32: 1.5 s probes of one model varied ±15%)
 DROPOUT_EPOCHS = 20  # fewer passes than this in the budget: no dropout (translators: CMUdict)
 # A character LM overfits sooner, but only where its text is small beside the model (development text
 # fortunes-en, one thread each, one seed; docs/real-data.md "When a character LM gets dropout"): on the
@@ -382,61 +378,6 @@ def _mean_lengths(train: list, kinds: tuple[str, str], lm: bool, block: int = 12
     src = sum(_approx_tokens(s, kinds[0]) for s, _ in sample) / max(len(sample), 1)
     tgt = sum(_approx_tokens(t, kinds[1]) for _, t in sample) / max(len(sample), 1)
     return max(1, round(src)) + 1, max(1, round(tgt)) + 1  # + <eos> / <bos>
-
-
-def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[int, int], batch: int,
-                              threads: int | None, seconds: float = PROBE_SECONDS, bf16: bool = False,
-                              vocab: int = 256, label_smoothing: float = 0.0) -> float:
-    """Source + target tokens a minute that the model of `fields` trains on here: forward, backward
-    and a fused AdamW step on random batches of the data's typical lengths (`lengths`), after one
-    step that is not timed, with the trainer's loss (`label_smoothing`) and gradient clip (the CLI's
-    default of 1.0), in the precision the run will use (`bf16`: the loop's CPU autocast); the
-    median of PROBE_CHUNKS chunks of `seconds` / PROBE_CHUNKS (at most 20 steps each). No
-    padding, so an upper bound on what the bucketed batches give. `vocab`: the output layer's rows,
-    where known (an LM's subword vocabulary: 8,000 rows cost a d_model-128 model more than its blocks);
-    256 stands for a translator's, whose sizes are not known yet."""
-    import contextlib
-
-    import torch
-
-    from ..config import ModelConfig
-    from ..nn import build_model
-
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        src_len, tgt_len = lengths
-        keep = ("d_model", "n_heads", "n_layers", "d_ff", "dropout", "attn_dropout")
-        cfg = ModelConfig(arch="decoder" if lm else "encoder-decoder", vocab_size=vocab, pad_id=0, bos_id=1,
-                          eos_id=2, norm_position="pre", max_len=max(src_len, tgt_len) + 2,
-                          **{k: v for k, v in fields.items() if k in keep})
-        with torch.random.fork_rng():  # the run's own seeding is untouched
-            torch.manual_seed(0)
-            model = build_model(cfg).train()
-            opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-            ids = lambda n: torch.randint(3, vocab, (batch, n))  # noqa: E731
-
-            def step() -> None:
-                opt.zero_grad(set_to_none=True)
-                cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
-                with cast:  # the trainer's loss (train/evaluate.py batch_loss), its clip and its AdamW
-                    args = dict(targets=ids(tgt_len), reduction="sum", ignore_index=0, label_smoothing=label_smoothing)
-                    loss = model(ids(tgt_len), **args) if lm else model(ids(src_len), ids(tgt_len), **args)
-                loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                opt.step()
-            step()
-            rates = []  # steps a second in each chunk: the median, as one busy moment skews a mean
-            for _ in range(PROBE_CHUNKS):
-                steps, start = 0, time.perf_counter()
-                while steps < 1 or (time.perf_counter() - start < seconds / PROBE_CHUNKS and steps < 20):
-                    step()
-                    steps += 1
-                rates.append(steps / (time.perf_counter() - start))
-    finally:
-        torch.set_num_threads(before)
-    return 60.0 * sorted(rates)[len(rates) // 2] * batch * (src_len + tgt_len)
 
 
 def _passes(epochs: float, tokens: int | None, unit: str) -> str:
