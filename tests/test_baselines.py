@@ -195,3 +195,14 @@ def test_train_prints_and_logs_the_baseline_lm(tmp_path, monkeypatch, capsys):
     assert b["test"]["bpc"] < 1.0 and len(b["bpc_by_order"]["kn"]["test"]) == 7  # two lines repeated: nearly certain
     assert f"test {test['bpc']:.3f} bits/char; the character {b['order']}-gram" in out
     assert "too few validations" in out  # 2 validations
+
+
+def test_context_majority_counts_its_contexts_on_the_first_pairs_of_a_large_set(monkeypatch):
+    """Four tables of mostly distinct keys grow with every aligned token: past CONTEXT_TOKENS the pairs
+    still count for the per-token reading, not for the contexts (a tagging set of millions stays small)."""
+    monkeypatch.setattr(baselines, "CONTEXT_TOKENS", 4)
+    train = [("ab", "A B"), ("cd", "C D"), ("ef", "E F")]  # contexts from ab and cd (4 tokens), not ef
+    m = baselines.TokenMajority(train)
+    assert m.reading == {"a": "A", "b": "B", "c": "C", "d": "D", "e": "E", "f": "F"}
+    assert (None, "a", "b") in m.contexts["one"] and (None, "c", "d") in m.contexts["one"]
+    assert (None, "e", "f") not in m.contexts["one"] and m.in_context("ef") == "E F"  # the reading alone
