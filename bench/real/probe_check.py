@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 from pathlib import Path
 
@@ -39,16 +38,9 @@ def predicted(name: str, path: Path, minutes: list[float], threads: int | None) 
     rows = []
     for m in minutes:
         r = choose(task, raw, m, None, given=given)
-        why = next((w for w in r.reasons if "tokens a minute" in w), "")
         rows.append(dict(dataset=name, minutes=m, passes=round(r.passes, 2), dropout=r.model["dropout"],
-                         tokens_per_minute=_rate(why), why=why))
+                         tokens_per_minute=round(r.tokens_per_minute)))
     return rows
-
-
-def _rate(why: str) -> int:
-    """The probe's tokens a minute, as the recipe's printed dropout line states it."""
-    found = re.search(r"at ([\d,]+) tokens a minute", why)
-    return int(found.group(1).replace(",", "")) if found else 0
 
 
 def run_speed(run: Path) -> dict:

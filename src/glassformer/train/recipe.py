@@ -79,6 +79,7 @@ class Recipe:
     model: dict[str, Any] = field(default_factory=dict)
     reasons: list[str] = field(default_factory=list)
     passes: float | None = None  # over the training data in the time budget (None: no budget)
+    tokens_per_minute: float | None = None  # the rate the passes were counted from (the dropout rule's)
 
     flags: list[tuple[str, ...]] = field(default_factory=list)  # the command-line flags each reason is about
 
@@ -267,7 +268,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                 return max_minutes * rate / per_pair / max(len(train), 1)
             return max_minutes * rate / max(tokens, 1)
         epochs = passes_at(tokens_per_minute)
-        r.passes = epochs
+        r.passes, r.tokens_per_minute = epochs, tokens_per_minute
         passes = _passes(epochs, tokens if lm and unit != "characters" else None, unit)
         passes += " over the data" + (" without dropout" if run["dropout"] == 0.0 else "")
         threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
