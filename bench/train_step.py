@@ -322,8 +322,9 @@ def measure(s: Setup, steps: int, repeats: int, bf16_steps: int, peak: float) ->
                             "trainer_tokens_per_s": res["trainer"]["tokens_per_s"],
                             "speedup": res["trainer"]["speedup"]}
     if bf16_steps:  # fp32 and bf16 chunks in turn from the same seed; the loss over the last fifth of steps
-        per = max(2, bf16_steps // 6)
-        res = interleaved({"fp32": Arm(s), "bf16": Arm(s, bf16=True)}, per, 6)
+        per = max(2, bf16_steps // 6)  # a longer comparison warms up longer: each new batch shape builds
+        # its kernels (oneDNN's bf16 primitives) the first time it is seen
+        res = interleaved({"fp32": Arm(s), "bf16": Arm(s, bf16=True)}, per, 6, warmup=max(10, per))
         tail = max(5, len(res["fp32"]["losses"]) // 5)
         f_losses, b_losses = res["fp32"]["losses"], res["bf16"]["losses"]
         row["bf16"] = {"steps": len(f_losses), "fp32_tokens_per_s": res["fp32"]["tokens_per_s"],

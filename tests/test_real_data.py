@@ -110,12 +110,17 @@ def test_threads_follow_the_free_cores():
     assert small_model_threads(64, 3.0)[0] == 2  # more than 2 was not measured for matrices this small
 
 
-def test_bf16_where_the_cpu_has_it_and_only_on_cpu():
-    """bf16 autocast from the CPU's native bf16 (measured faster there, the same loss: bench/train_step.py);
-    emulated bf16 is slower, and a GPU run was not measured, so both keep float32."""
-    assert choose_bf16(native=True)[0] is True and "--no-bf16" in choose_bf16(native=True)[1]
-    assert choose_bf16(native=True, lm=True, d_model=256)[0] is True
-    assert choose_bf16(native=True, lm=True, d_model=128)[0] is False  # measured no faster there
+def test_bf16_where_the_cpu_has_it_and_only_on_cpu(monkeypatch):
+    """bf16 autocast where the trainer's step measured faster with the same loss (bench/train_step.py): from
+    d_model 256 on any CPU with native bf16; at d_model 128 only a translator on a CPU without AMX (an
+    AVX512_BF16 EPYC: 0.99-1.13x; an AMX Xeon: 0.79-0.91x). Emulated bf16 is slower, and a GPU run was
+    not measured, so both keep float32."""
+    assert choose_bf16(native=True, amx=False)[0] is True and "--no-bf16" in choose_bf16(native=True, amx=False)[1]
+    assert choose_bf16(native=True, amx=True)[0] is False and "--bf16" in choose_bf16(native=True, amx=True)[1]
+    for amx in (False, True):
+        assert choose_bf16(native=True, lm=True, d_model=256, amx=amx)[0] is True
+        assert choose_bf16(native=True, d_model=256, amx=amx)[0] is True
+        assert choose_bf16(native=True, lm=True, d_model=128, amx=amx)[0] is False  # measured no faster there
     assert choose_bf16(native=False)[0] is False and "no native bf16" in choose_bf16(native=False)[1]
     g2p = cmudict_pairs()[:2000]
     raw = {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}
@@ -123,6 +128,15 @@ def test_bf16_where_the_cpu_has_it_and_only_on_cpu():
     gpu = choose("tsv", raw, 30, None, tokens_per_minute=400_000, device="cuda")
     assert cpu.train["bf16"] == choose_bf16()[0] and any("bf16" in r or "float32" in r for r in cpu.reasons)
     assert "bf16" not in gpu.train
+    # the recipe asks this CPU: native bf16, and AMX or not (the d_model-128 translator's choice turns on it)
+    from glassformer.nn import routes
+    monkeypatch.setattr(routes, "onednn_bf16", lambda: True)
+    for amx, bf16 in ((True, False), (False, True)):
+        monkeypatch.setattr(routes, "amx", lambda amx=amx: amx)
+        r = choose("tsv", raw, 30, None, tokens_per_minute=400_000)
+        assert r.model["d_model"] <= 128 and r.train["bf16"] is bf16
+        said = "float32 (bf16 autocast measured slower" if amx else "bf16 autocast (native bf16 on this CPU, no AMX"
+        assert any(w.startswith(said) for w in r.reasons)
 
 
 def test_busy_cores_sees_a_spinning_process():

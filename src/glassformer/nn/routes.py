@@ -61,6 +61,16 @@ def onednn_bf16() -> bool:
         return False
 
 
+def amx() -> bool:
+    """Whether this CPU has AMX tiles (Intel Sapphire Rapids and later); False if unknown. oneDNN
+    multiplies bf16 on them, and at a d_model-128 model's sizes that measured slower than float32
+    (train/recipe.py `choose_bf16`)."""
+    try:
+        return bool(torch.cpu._is_amx_tile_supported())
+    except (AttributeError, RuntimeError):  # a build without the private probe
+        return False
+
+
 def onednn_linear(x2: torch.Tensor, W_out_in: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     return _LINEAR(x2, W_out_in, b, "none", [], "")
 

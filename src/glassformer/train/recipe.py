@@ -20,7 +20,7 @@ keeps the architecture of the paper and changes what real data needs:
   more characters than its blocks have weights (measured: without it such a model stayed ahead for 30
   minutes);
 - bf16 autocast for the training step where the CPU multiplies bf16 natively and it was measured
-  faster with the same loss (translators; a d_model-128 character LM was not faster: `choose_bf16`);
+  faster with the same loss (from d_model 256; at 128 a translator on a CPU without AMX: `choose_bf16`);
 - the held-out split of the task (5% valid, 5% test), early stopping after `patience`
   evaluations without improvement (counted in the decay phase), and the best model kept in best/.
 
@@ -346,29 +346,45 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     return r
 
 
-def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128) -> tuple[bool, str]:
-    """(bf16 autocast for the training step, why), from whether this CPU multiplies bf16 natively and
-    what it was measured to buy for this kind of model.
+def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128,
+                amx: bool | None = None) -> tuple[bool, str]:
+    """(bf16 autocast for the training step, why), from whether this CPU multiplies bf16 natively, on
+    which units, and what that was measured to buy for this kind of model.
 
-    Measured with bench/train_step.py on an AVX512_BF16 EPYC (one thread; fp32 and bf16 steps in turn
-    from one seed, tokens/s of bf16 over float32): translators at d_model 128 0.99–1.13 (1.12 in the
-    longest comparison, 12 interleaved chunks each on G2P, pinyin and kana), d_model 256 1.31–1.35; the
-    d_model-128 character LM 0.97–1.13 (0.97 and 0.99 in the two longest comparisons: no gain, so
-    float32). The training loss after 60–130 steps was the same within 0.004 nats. Decided from the
-    CPU, not from a timing probe at start-up: on a machine shared with other jobs a probe would make
-    the same command train in a different precision from one run to the next. Without native bf16,
-    autocast emulates it: slower."""
+    Measured with the trainer's own steps (bench/train_step.py; one thread, float32 and bf16 chunks in
+    turn from one seed), tokens/s of bf16 over float32:
+    - an AVX512_BF16 EPYC (no AMX): translators at d_model 128 0.99–1.13 (1.12 in the longest comparison,
+      12 interleaved chunks each on G2P, pinyin and kana), d_model 256 1.31–1.35; the d_model-128
+      character LM 0.97–1.13 (0.97 and 0.99 in the two longest comparisons);
+    - an AMX Xeon: at d_model 128 slower, translators 0.79–0.91 (G2P, pinyin, kana) and the character
+      LM 0.78–0.81; at d_model 256 the pinyin translator 1.20, the character LM 1.62
+      (docs/real-data.md, "Training step speed").
+    So: bf16 from d_model 256 up; at 128 only for a translator on a CPU without AMX. The training loss
+    after 60–320 steps was the same within 0.02 nats (its step-to-step noise: 0.3). Decided from the
+    CPU, not from a timing probe at start-up: the start-up probe's random fixed-length batches put bf16
+    0.1–0.25 higher than the trainer's own batches did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and
+    on a shared machine a probe would make one command train in a different precision from one run to
+    the next. Without native bf16, autocast emulates it: slower."""
     if native is None:
         from ..nn.routes import onednn_bf16
         native = onednn_bf16()
     if not native:
         return False, "float32 (this CPU has no native bf16, AVX512_BF16 or AMX: emulated bf16 would be slower)"
-    if lm and d_model <= 128:
-        return False, ("float32 (bf16 autocast measured no faster for a d_model-128 character LM on this kind of"
-                       " CPU, 0.97–1.13×; --bf16 to use it)")
-    return True, (f"bf16 autocast (native bf16 on this CPU: {'1.3' if d_model > 128 else '0.99–1.13'}× the tokens/s"
-                  f" of float32 at d_model {d_model}, the same loss, measured by bench/train_step.py; --no-bf16"
-                  " for float32)")
+    if d_model > 128:
+        return True, (f"bf16 autocast (native bf16 on this CPU; at d_model {d_model} the trainer's step measured"
+                      " 1.20–1.62× float32's tokens/s on an AMX Xeon, 1.31–1.35× on an AVX512_BF16 EPYC, the"
+                      " same loss; --no-bf16 for float32)")
+    if amx is None:
+        from ..nn.routes import amx as has_amx
+        amx = has_amx()
+    if lm or amx:
+        what = "a d_model-128 character LM" if lm else "a d_model-128 translator on a CPU with AMX"
+        measured = ("0.78–0.81× on an AMX Xeon, 0.97–1.13× on an AVX512_BF16 EPYC" if lm
+                    else "0.79–0.91× on an AMX Xeon")
+        return False, f"float32 (bf16 autocast measured slower or no faster for {what}: {measured}; --bf16 to use it)"
+    return True, ("bf16 autocast (native bf16 on this CPU, no AMX: at d_model 128 the trainer's step measured"
+                  " 0.99–1.13× float32's tokens/s on an AVX512_BF16 EPYC, 1.12× in the longest comparison,"
+                  " the same loss; --no-bf16 for float32)")
 
 
 def _mean_lengths(train: list, kinds: tuple[str, str], lm: bool, block: int = 128) -> tuple[int, int]:
