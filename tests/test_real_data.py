@@ -369,11 +369,12 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     seen = []
 
     def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS, bf16=False, vocab=256,
-              label_smoothing=0.0):
+              label_smoothing=0.0, clip_norm=1.0):
         seen.append((fields["d_model"], lm, lengths, batch, bf16, vocab, threads, label_smoothing))
+        clips.append(clip_norm)
         dropouts.append(fields["dropout"])
         return rate * (0.6 if fields["dropout"] else 1.0)  # dropout's masks slow a CPU step (measured 0.62-0.75x)
-    dropouts = []
+    dropouts, clips = [], []
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
     rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
     fast = choose("tsv", raw, 10, None)
@@ -397,6 +398,9 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     assert dropouts[-1] == 0.0  # a run that gets no dropout is timed once, as it will train
     choose("tsv", raw, 10, None, given=dict(dropout=0.3))  # a dropout the user gave is the one timed
     assert dropouts[-1] == 0.3 and len(seen) == 4
+    assert set(clips) == {1.0}  # the CLI's default clip
+    choose("tsv", raw, 10, None, given=dict(clip_norm=None))  # --clip-norm 0: the probe's steps skip it too
+    assert clips[-1] is None
     # a subword LM's output layer has its vocabulary's rows, a large share of a small model's step
     en = _corpus_lines("fortunes-en")[:20_000]
     lm_raw = {"train": en, "valid": en[:5], "test": en[:5]}
@@ -444,6 +448,49 @@ def test_one_stalled_moment_does_not_set_the_probes_rate(monkeypatch):
     stalled = speed_probe.measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.3)
     assert len(calls) > speed_probe.PROBE_CHUNKS * 2  # every chunk read the patched clock
     assert stalled > calm / 50, (stalled, calm)
+
+
+def test_the_probe_clips_as_the_run_will(monkeypatch):
+    """The probe's steps clip the gradient at the run's norm (the trainer's clip_grad_norm_), or not at all
+    for a run without a clip (`--clip-norm 0`): 4-8% of a small model's step."""
+    from glassformer.train.speed_probe import measure_tokens_per_minute
+
+    real, norms = torch.nn.utils.clip_grad_norm_, []
+
+    def spy(params, max_norm, *args, **kwargs):
+        norms.append(max_norm)
+        return real(params, max_norm, *args, **kwargs)
+    monkeypatch.setattr(torch.nn.utils, "clip_grad_norm_", spy)
+    fields = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0)
+    measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05)
+    assert norms and set(norms) == {1.0}
+    norms.clear()
+    measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05, clip_norm=0.5)
+    assert norms and set(norms) == {0.5}
+    norms.clear()
+    measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05, clip_norm=None)
+    assert norms == []
+
+
+def test_the_cli_probes_with_its_clip(tmp_path, monkeypatch, capsys):
+    """`train --clip-norm 0` reaches the probe as no clip; the default as 1.0."""
+    from glassformer.train import recipe
+
+    from cli_helpers import run
+
+    clips = []
+
+    def probe(*args, clip_norm=1.0, **kwargs):
+        clips.append(clip_norm)
+        return 1e5
+    monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{w}\t{' '.join(w)}\n" for w in ("cat", "dog", "fish", "bird", "cow", "pig") * 20))
+    for flags, expected in (((), 1.0), (("--clip-norm", "0"), None), (("--clip-norm", "2.5"), 2.5)):
+        code, _, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(data), "--max-minutes", "0.01",
+                           "--max-steps", "1", "--out", str(tmp_path / f"run{len(clips)}"), "--quiet", *flags)
+        assert code == 0, err
+        assert clips[-1] == expected
 
 
 def test_the_probe_times_bf16_under_the_loops_autocast(monkeypatch):

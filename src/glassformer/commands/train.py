@@ -139,8 +139,9 @@ def register(app: typer.Typer) -> None:
         if recipe == "auto" and task in ("tsv", "lm") and not resume:
             from ..train.recipe import choose
             from ..train.tasks import raw_splits
+            # sized and probed as the run will train (the clip too: --clip-norm 0 spares the probe's steps it)
             r = choose(task, raw_splits(cfg), max_minutes, max_steps, device=cfg.device,
-                       given={**fixed, **overrides})  # sized and probed as the run will train
+                       given={**fixed, **overrides, "clip_norm": cfg.clip_norm})
             # threads given on the command line are kept, and not re-checked either
             cfg = cfg.replace(**{k: v for k, v in r.train.items()
                                  if k not in given and not (k == "threads_auto" and "threads" in given)})

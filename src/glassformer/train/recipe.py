@@ -248,10 +248,11 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
             in_bf16 = bool(given.get("bf16", bf16))
             batch, probe_threads = given.get("batch_size", 32 if small_lm else 64), given.get("threads", threads)
             smoothing = given.get("label_smoothing", 0.0 if lm else 0.1)  # the CLI's 0.1; an LM's is 0 (below)
+            clip = given.get("clip_norm", 1.0)  # the CLI's default; None: --clip-norm 0, no clip
 
             def probe(model: dict[str, Any]) -> float:
                 return measure_tokens_per_minute(model, lm, lengths, batch, probe_threads, bf16=in_bf16,
-                                                 vocab=vocab, label_smoothing=smoothing)
+                                                 vocab=vocab, label_smoothing=smoothing, clip_norm=clip)
             tokens_per_minute = probe(run)
             source = (f"{tokens_per_minute:,.0f} tokens a minute measured in {PROBE_SECONDS:g} s of training steps"
                       f" of this model here{' in bf16' if in_bf16 else ''}")

@@ -20,15 +20,16 @@ PROBE_CHUNKS = 3  # timed in this many chunks, the median kept (issue 32: 1.5 s 
 
 def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[int, int], batch: int,
                               threads: int | None, seconds: float = PROBE_SECONDS, bf16: bool = False,
-                              vocab: int = 256, label_smoothing: float = 0.0) -> float:
+                              vocab: int = 256, label_smoothing: float = 0.0,
+                              clip_norm: float | None = 1.0) -> float:
     """Source + target tokens a minute that the model of `fields` trains on here: forward, backward
     and a fused AdamW step on random batches of the data's typical lengths (`lengths`), after one
-    step that is not timed, with the trainer's loss (`label_smoothing`) and gradient clip (the CLI's
-    default of 1.0), in the precision the run will use (`bf16`: the loop's CPU autocast); the
-    median of PROBE_CHUNKS chunks of `seconds` / PROBE_CHUNKS (at most 20 steps each). No
-    padding, so an upper bound on what the bucketed batches give. `vocab`: the output layer's rows,
-    where known (an LM's subword vocabulary: 8,000 rows cost a d_model-128 model more than its blocks);
-    256 stands for a translator's, whose sizes are not known yet."""
+    step that is not timed, with the trainer's loss (`label_smoothing`) and gradient clip (`clip_norm`:
+    the CLI's default of 1.0; None: no clip, as `--clip-norm 0` trains), in the precision the run will
+    use (`bf16`: the loop's CPU autocast); the median of PROBE_CHUNKS chunks of `seconds` / PROBE_CHUNKS
+    (at most 20 steps each). No padding, so an upper bound on what the bucketed batches give. `vocab`:
+    the output layer's rows, where known (an LM's subword vocabulary: 8,000 rows cost a d_model-128
+    model more than its blocks); 256 stands for a translator's, whose sizes are not known yet."""
     import contextlib
 
     import torch
@@ -58,7 +59,8 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
                     args = dict(targets=ids(tgt_len), reduction="sum", ignore_index=0, label_smoothing=label_smoothing)
                     loss = model(ids(tgt_len), **args) if lm else model(ids(src_len), ids(tgt_len), **args)
                 loss.backward()
-                torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if clip_norm:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
                 opt.step()
             step()
             rates = []  # steps a second in each chunk: the median, as one busy moment skews a mean
