@@ -372,9 +372,10 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
               label_smoothing=0.0, clip_norm=1.0):
         seen.append((fields["d_model"], lm, lengths, batch, bf16, vocab, threads, label_smoothing))
         clips.append(clip_norm)
+        fields_seen.append(dict(fields))
         dropouts.append(fields["dropout"])
         return rate * (0.6 if fields["dropout"] else 1.0)  # dropout's masks slow a CPU step (measured 0.62-0.75x)
-    dropouts, clips = [], []
+    dropouts, clips, fields_seen = [], [], []
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
     rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
     fast = choose("tsv", raw, 10, None)
@@ -409,6 +410,11 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     # the probe times what the user's flags make the run train, not the recipe's own choices
     choose("lm", lm_raw, 10, None, given=dict(threads=1, bf16=True, batch_size=8, block_size=16, d_model=64))
     assert seen[-1][:5] + seen[-1][6:] == (64, True, (0, 16), 8, True, 1, 0.0)
+    # every model field given, not only the sizes: the math attention path, RoPE, GELU, Post-LN cost differently
+    model_flags = dict(attn_impl="math", pe="rope", activation="gelu", norm_position="post", n_dec_layers=1)
+    choose("tsv", raw, 10, None, given=model_flags)
+    assert {k: fields_seen[-1][k] for k in model_flags} == model_flags
+    assert fields_seen[-2]["norm_position"] == "pre"  # the recipe's own where none was given
     # a character LM's output layer has a row per distinct character (and the specials): 5,936 for
     # fortunes-zh, which made the probe 1.7 times too fast with 256
     zh = _corpus_lines("fortunes-zh")[:3000]
@@ -470,6 +476,28 @@ def test_the_probe_clips_as_the_run_will(monkeypatch):
     norms.clear()
     measure_tokens_per_minute(fields, True, (0, 8), 4, 1, seconds=0.05, clip_norm=None)
     assert norms == []
+
+
+def test_the_probe_builds_the_model_the_run_will_train(monkeypatch):
+    """The probe's model has the run's fields (attention path, position encoding, activation, norm),
+    with its own vocabulary, ids and table length."""
+    import glassformer.nn as nn
+    from glassformer.train.speed_probe import measure_tokens_per_minute
+
+    real, built = nn.build_model, []
+
+    def spy(cfg):
+        built.append(cfg)
+        return real(cfg)
+    monkeypatch.setattr(nn, "build_model", spy)
+    fields = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, dropout=0.0, attn_impl="math", pe="rope",
+                  activation="gelu", norm_position="post", max_len=4, vocab_size=7)
+    measure_tokens_per_minute(fields, False, (6, 5), 4, 1, seconds=0.05)
+    cfg = built[-1]
+    assert (cfg.attn_impl, cfg.pe, cfg.activation, cfg.norm_position) == ("math", "rope", "gelu", "post")
+    assert (cfg.vocab_size, cfg.max_len, cfg.arch) == (256, 8, "encoder-decoder")
+    measure_tokens_per_minute(dict(d_model=32, n_heads=2, n_layers=1, d_ff=64), True, (0, 8), 4, 1, seconds=0.05)
+    assert built[-1].norm_position == "pre" and built[-1].arch == "decoder"  # the recipe's Pre-LN by default
 
 
 def test_the_cli_probes_with_its_clip(tmp_path, monkeypatch, capsys):

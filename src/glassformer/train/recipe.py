@@ -29,10 +29,12 @@ keeps the architecture of the paper and changes what real data needs:
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..config import ModelConfig
 from ..limits import layer_weights
 # how fast the chosen model trains here, for the passes a time budget allows (the dropout rule below)
 from .speed_probe import PROBE_SECONDS, measure_tokens_per_minute
@@ -68,6 +70,7 @@ LM_BLOCK = 64  # tokens per training window of the small LM (below, in `choose`)
 # 1024` gives it. (fortunes-zh: 8,000 pieces 3.457 and 3.459 in two runs, 4,000 3.500, characters 3.535
 # with the dropout 0.1 the recipe chose, 3.452 without.)
 SUBWORDS = ("bpe", "unigram")
+MODEL_FIELDS = frozenset(f.name for f in dataclasses.fields(ModelConfig))
 LM_SAMPLE_CHARACTERS = 300_000  # the text a subword LM's token count is estimated from (`lm_tokens`)
 
 
@@ -233,7 +236,9 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         threads, why = small_model_threads()
         r.train.update(threads=threads, threads_auto=True)
         r.note(("threads",), why + "; re-checked at each evaluation (train/threads.py)")
-    run = {**fields, **{k: v for k, v in given.items() if k in fields}}  # the model the run will train
+    # the model the run will train: the recipe's fields, and every model field the user gave (a position
+    # encoding, the attention path, an activation... change a step's cost)
+    run = {**fields, "norm_position": "pre", **{k: v for k, v in given.items() if k in MODEL_FIELDS}}
     if "dropout" not in given:
         # The dropout rule asks how many passes a model *without* dropout would make (enough to overfit?),
         # and dropout's masks cost a CPU step a third of its speed: timed with dropout 0.1, the probe put

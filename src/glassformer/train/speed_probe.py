@@ -42,10 +42,12 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
         torch.set_num_threads(threads)
     try:
         src_len, tgt_len = lengths
-        keep = ("d_model", "n_heads", "n_layers", "d_ff", "dropout", "attn_dropout")
+        # the run's model as given (position encoding, attention path, activation, norm...), but the
+        # probe's own vocabulary, special ids and lengths
+        own = ("arch", "vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id", "decoder_start_id", "max_len")
         cfg = ModelConfig(arch="decoder" if lm else "encoder-decoder", vocab_size=vocab, pad_id=0, bos_id=1,
-                          eos_id=2, norm_position="pre", max_len=max(src_len, tgt_len) + 2,
-                          **{k: v for k, v in fields.items() if k in keep})
+                          eos_id=2, max_len=max(src_len, tgt_len) + 2,
+                          **{"norm_position": "pre", **{k: v for k, v in fields.items() if k not in own}})
         with torch.random.fork_rng():  # the run's own seeding is untouched
             torch.manual_seed(0)
             model = build_model(cfg).train()
