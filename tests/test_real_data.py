@@ -369,13 +369,14 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     seen = []
 
     def probe(fields, lm, lengths, batch, threads, seconds=recipe.PROBE_SECONDS, bf16=False, vocab=256,
-              label_smoothing=0.0, clip_norm=1.0):
+              label_smoothing=0.0, clip_norm=1.0, device="cpu"):
         seen.append((fields["d_model"], lm, lengths, batch, bf16, vocab, threads, label_smoothing))
         clips.append(clip_norm)
+        devices.append(device)
         fields_seen.append(dict(fields))
         dropouts.append(fields["dropout"])
         return rate * (0.6 if fields["dropout"] else 1.0)  # dropout's masks slow a CPU step (measured 0.62-0.75x)
-    dropouts, clips, fields_seen = [], [], []
+    dropouts, clips, fields_seen, devices = [], [], [], []
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
     rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
     fast = choose("tsv", raw, 10, None)
@@ -402,6 +403,9 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
     assert set(clips) == {1.0}  # the CLI's default clip
     choose("tsv", raw, 10, None, given=dict(clip_norm=None))  # --clip-norm 0: the probe's steps skip it too
     assert clips[-1] is None
+    assert set(devices) == {"cpu"}
+    choose("tsv", raw, 10, None, device="cuda:1")  # a GPU run is timed on its GPU, not on the CPU
+    assert devices[-1] == "cuda:1"
     # a subword LM's output layer has its vocabulary's rows, a large share of a small model's step
     en = _corpus_lines("fortunes-en")[:20_000]
     lm_raw = {"train": en, "valid": en[:5], "test": en[:5]}

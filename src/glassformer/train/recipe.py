@@ -257,7 +257,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
 
             def probe(model: dict[str, Any]) -> float:
                 return measure_tokens_per_minute(model, lm, lengths, batch, probe_threads, bf16=in_bf16,
-                                                 vocab=vocab, label_smoothing=smoothing, clip_norm=clip)
+                                                 vocab=vocab, label_smoothing=smoothing, clip_norm=clip,
+                                                 device=device)
             tokens_per_minute = probe(run)
             source = (f"{tokens_per_minute:,.0f} tokens a minute measured in {PROBE_SECONDS:g} s of training steps"
                       f" of this model here{' in bf16' if in_bf16 else ''}")

@@ -21,7 +21,7 @@ PROBE_CHUNKS = 3  # timed in this many chunks, the median kept (issue 32: 1.5 s 
 def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[int, int], batch: int,
                               threads: int | None, seconds: float = PROBE_SECONDS, bf16: bool = False,
                               vocab: int = 256, label_smoothing: float = 0.0,
-                              clip_norm: float | None = 1.0) -> float:
+                              clip_norm: float | None = 1.0, device: str = "cpu") -> float:
     """Source + target tokens a minute that the model of `fields` trains on here: forward, backward
     and a fused AdamW step on random batches of the data's typical lengths (`lengths`), after one
     step that is not timed, with the trainer's loss (`label_smoothing`) and gradient clip (`clip_norm`:
@@ -29,7 +29,8 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
     use (`bf16`: the loop's CPU autocast); the median of PROBE_CHUNKS chunks of `seconds` / PROBE_CHUNKS
     (at most 20 steps each). No padding, so an upper bound on what the bucketed batches give. `vocab`:
     the output layer's rows, where known (an LM's subword vocabulary: 8,000 rows cost a d_model-128
-    model more than its blocks); 256 stands for a translator's, whose sizes are not known yet."""
+    model more than its blocks); 256 stands for a translator's, whose sizes are not known yet. `device`:
+    where the run trains (a GPU run timed on the CPU would count a fraction of its passes)."""
     import contextlib
 
     import torch
@@ -50,13 +51,16 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
                           **{"norm_position": "pre", **{k: v for k, v in fields.items() if k not in own}})
         with torch.random.fork_rng():  # the run's own seeding is untouched
             torch.manual_seed(0)
-            model = build_model(cfg).train()
+            model = build_model(cfg).to(device).train()
             opt = torch.optim.AdamW(model.parameters(), lr=1e-4, fused=True)
-            ids = lambda n: torch.randint(3, vocab, (batch, n))  # noqa: E731
+            ids = lambda n: torch.randint(3, vocab, (batch, n), device=device)  # noqa: E731
+            kind = device.split(":")[0]
+            # a GPU runs the step after the call returns: the clock is read once its work is done
+            sync = torch.cuda.synchronize if kind == "cuda" else (lambda: None)
 
             def step() -> None:
                 opt.zero_grad(set_to_none=True)
-                cast = torch.autocast("cpu", dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+                cast = torch.autocast(kind, dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
                 with cast:  # the trainer's loss (train/evaluate.py batch_loss), its clip and its AdamW
                     args = dict(targets=ids(tgt_len), reduction="sum", ignore_index=0, label_smoothing=label_smoothing)
                     loss = model(ids(tgt_len), **args) if lm else model(ids(src_len), ids(tgt_len), **args)
@@ -65,12 +69,14 @@ def measure_tokens_per_minute(fields: dict[str, Any], lm: bool, lengths: tuple[i
                     torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
                 opt.step()
             step()
+            sync()
             rates = []  # steps a second in each chunk: the median, as one busy moment skews a mean
             for _ in range(PROBE_CHUNKS):
                 steps, start = 0, time.perf_counter()
                 while steps < 1 or (time.perf_counter() - start < seconds / PROBE_CHUNKS and steps < 20):
                     step()
                     steps += 1
+                sync()
                 rates.append(steps / (time.perf_counter() - start))
     finally:
         torch.set_num_threads(before)
