@@ -46,6 +46,7 @@ def places(tmp_path_factory):
     _fake_run(tmp / "run", "encoder-decoder", "reverse")
     _fake_run(tmp / "lm", "decoder", "lm", pe="learned", max_len=16)
     (tmp / "lines.txt").write_text("1 2 3\n4 5 6\n7 8 9\n", encoding="utf-8")
+    (tmp / "pairs.tsv").write_text("1 2 3\t3 2 1\n4 5\t5 4\n" * 20, encoding="utf-8")
     (tmp / "a_file").write_text("not a folder")
     (tmp / "long.txt").write_text("x" * 5000 + "\n", encoding="utf-8")
     (tmp / "long.tsv").write_text("1 2 3\t3 2 1\n" * 3 + " ".join(["1"] * 2000) + "\t1\n", encoding="utf-8")
@@ -86,6 +87,11 @@ CASES = [
     ("device", ["translate", "--ckpt", "{run}", "--device", "tpu", "1 2"], "device='tpu'"),
     *([("device", COPY + ["--device", "cuda"], "no CUDA GPU")] if not torch.cuda.is_available() else
       [("device", COPY + ["--device", "cuda:99"], "CUDA device(s)")]),
+    # the auto recipe's speed probe runs on the run's device: the device is checked before it
+    *[("device", ["train", "--task", task, "--data", data, "--max-minutes", "0.05", "--quiet", "--device", device],
+       said) for task, data in (("tsv", "{tmp}/pairs.tsv"), ("lm", "{tmp}/lines.txt"))
+      for device, said in ((("cuda", "no CUDA GPU"),) if not torch.cuda.is_available() else ())
+      + (("cuda:99", "CUDA"), ("tpu", "device='tpu'"))],
     # ---- paths ----
     ("paths", COPY[:-2] + ["--out", "{tmp}/a_file"], "is a file"),
     ("paths", COPY[:-2] + ["--out", "{tmp}/a_file/under"], "Not a directory"),

@@ -133,6 +133,8 @@ def register(app: typer.Typer) -> None:
             weight_decay=weight_decay, device=device, eval_every=eval_every,
             eval_size=eval_size, stop_at=stop_at, quiet=quiet,
             **{**paper, **fixed})
+        from ..limits import check_device
+        check_device(cfg.device)  # before the auto recipe, whose speed probe runs on it
         if recipe not in ("auto", "paper"):
             from ..errors import ConfigError
             raise ConfigError(f"--recipe {recipe!r} is not one of auto, paper")
