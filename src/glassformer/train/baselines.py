@@ -50,12 +50,11 @@ CONTEXTS = ("two", "one", "left", "right")
 CONTEXT_TOKENS = 300_000
 
 
-def _context_keys(tokens: Sequence[str], i: int) -> dict[str, tuple]:
-    """Token i with its neighbours (None past either end): ±2, ±1, the previous one, the next one."""
+def _context_keys(tokens: Sequence[str]) -> list[dict[str, tuple]]:
+    """Each token with its neighbours (None past either end): ±2, ±1, the previous one, the next one."""
     p = [None, None, *tokens, None, None]
-    j = i + 2
-    return {"two": tuple(p[j - 2:j + 3]), "one": tuple(p[j - 1:j + 2]), "left": (p[j - 1], p[j]),
-            "right": (p[j], p[j + 1])}
+    return [{"two": tuple(p[j - 2:j + 3]), "one": tuple(p[j - 1:j + 2]), "left": (p[j - 1], p[j]),
+             "right": (p[j], p[j + 1])} for j in range(2, len(tokens) + 2)]
 
 
 class TokenMajority:
@@ -77,12 +76,13 @@ class TokenMajority:
             outputs[src][tgt] += 1
             a, b = _tokens(src, self.src_kind), _tokens(tgt, self.tgt_kind)
             if len(a) == len(b):
-                counted = in_context < CONTEXT_TOKENS
-                in_context += len(a)
-                for i, (x, y) in enumerate(zip(a, b)):
+                for x, y in zip(a, b):
                     readings[x][y] += 1
-                    for k, key in _context_keys(a, i).items() if counted else ():
-                        self.contexts[k][key][y] += 1
+                if in_context < CONTEXT_TOKENS:
+                    in_context += len(a)
+                    for keys, y in zip(_context_keys(a), b):
+                        for k, key in keys.items():
+                            self.contexts[k][key][y] += 1
         self.reading = {x: c.most_common(1)[0][0] for x, c in readings.items()}
         self.memorised = {s: c.most_common(1)[0][0] for s, c in outputs.items()}
         self.majority = Counter(t for _, t in pairs).most_common(1)[0][0]
@@ -98,8 +98,7 @@ class TokenMajority:
         the first CONTEXT_TOKENS aligned tokens. (pinyin, a new phrase read as the words it shares a
         neighbour with: 88.4% exact match against 84.7% per token.)"""
         a, out = _tokens(src, self.src_kind), []
-        for i, x in enumerate(a):
-            keys = _context_keys(a, i)
+        for x, keys in zip(a, _context_keys(a)):
             found = next((self.contexts[k][keys[k]] for k in ("two", "one") if keys[k] in self.contexts[k]), None)
             if found is None:
                 found = self.contexts["left"].get(keys["left"], Counter()) + \
