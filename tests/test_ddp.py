@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from glassformer.train.batching import BatchStream
 from glassformer.train.distributed import ShardedBatchStream
 
@@ -39,6 +41,22 @@ def test_two_workers_follow_one_process(tmp_path):
     for step, (a, b) in enumerate(zip(one, two), 1):
         assert abs(a - b) <= 1e-5 * abs(a), f"step {step}: 1 process {a}, 2 workers {b}"
     assert (tmp_path / "two" / "best" / "model.safetensors").is_file()  # rank 0 wrote the checkpoint
+
+
+def test_workers_decide_dropout_together_from_the_global_rate(tmp_path):
+    """The dropout rule (train/dropout_rule.py) under torchrun: both workers decide at the same step, on
+    the examples of all workers (2 × 8 a step), and the run goes on to its end (no worker left waiting)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    torchrun = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2"]
+    proc = subprocess.run(torchrun + [str(WORKER), str(tmp_path / "two"), "8", "rule"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = [json.loads(line) for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    [d] = [r for r in rows if r["split"] == "dropout"]
+    assert d["dropout"] == 0.1 and d["step"] >= 1
+    assert d["examples_per_minute"] * d["seconds"] / 60 == pytest.approx(16 * d["step"])  # the global count
+    from glassformer.train import load_checkpoint
+    assert load_checkpoint(tmp_path / "two" / "checkpoint").config.dropout == 0.1
 
 
 def test_workers_split_each_global_batch_without_overlap():

@@ -378,28 +378,31 @@ def test_the_passes_a_budget_allows_come_from_a_probe_of_this_machine(monkeypatc
         return rate * (0.6 if fields["dropout"] else 1.0)  # dropout's masks slow a CPU step (measured 0.62-0.75x)
     dropouts, clips, fields_seen, devices = [], [], [], []
     monkeypatch.setattr(recipe, "measure_tokens_per_minute", probe)
-    rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout kept
+    rate = 1e9  # a fast machine: 10 minutes are thousands of passes -> dropout predicted
     fast = choose("tsv", raw, 10, None)
-    # the rule reads the passes of the model without dropout; the run that gets it is timed again, and
-    # its own passes (at dropout's speed) are what the recipe reports
-    assert dropouts == [0.0, 0.1] and fast.model["dropout"] == 0.1
+    # the rule reads the passes of the model without dropout; the probe only predicts them: the run
+    # starts without dropout and decides from its own first tenth (train/dropout_rule.py)
+    assert dropouts == [0.0] and fast.model["dropout"] == 0.0
+    assert fast.train["dropout_auto"] == 0.1 and fast.train["dropout_passes"] == recipe.DROPOUT_EPOCHS
     # counted in pairs: a probed pair holds its <bos>/<eos>, which the text's token count does not
-    assert fast.passes == pytest.approx(10 * 0.6e9 / sum(seen[0][2]) / len(g2p))
-    assert fast.passes < 10 * 0.6e9 / tokens * 0.95
+    assert fast.passes == pytest.approx(10 * 1e9 / sum(seen[0][2]) / len(g2p))
+    assert fast.passes < 10 * 1e9 / tokens * 0.95
     assert seen[0][7] == 0.1  # a translator trains with the CLI's label smoothing, and is probed with it
     line = next(w for w in fast.reasons if w.startswith("dropout"))
-    assert "without dropout at 1,000,000,000 tokens a minute" in line and "at 600,000,000 tokens a minute" in line
-    rate = 1e4  # a slow one: under one pass -> no dropout, and the block says what was measured
+    assert "without dropout at 1,000,000,000 tokens a minute" in line and line.endswith(": dropout 0.1"), line
+    assert "first tenth (1 min)" in line
+    rate = 1e4  # a slow one: under one pass -> no dropout predicted, and the block says what was measured
     slow = choose("tsv", raw, 10, None)
     assert slow.model["dropout"] == 0.0 and "10,000 tokens a minute measured" in " ".join(slow.reasons)
+    assert slow.train["dropout_auto"] == 0.1 and any(w.endswith(": none") for w in slow.reasons)
     # the probe ran the chosen model at the data's lengths: characters in, phonemes out, + <eos>/<bos>
     src = sum(len(s) for s, _ in g2p[:2000]) / 2000
     assert seen[0][:2] == (slow.model["d_model"], False) and seen[0][2][0] == round(src) + 1
     assert seen[-1][4] == slow.train["bf16"]  # timed in the precision the run will train in
-    assert choose("tsv", raw, None, None).passes is None and len(seen) == 3  # no budget: nothing to measure
-    assert dropouts[-1] == 0.0  # a run that gets no dropout is timed once, as it will train
-    choose("tsv", raw, 10, None, given=dict(dropout=0.3))  # a dropout the user gave is the one timed
-    assert dropouts[-1] == 0.3 and len(seen) == 4
+    assert choose("tsv", raw, None, None).passes is None and len(seen) == 2  # no budget: nothing to measure
+    assert dropouts[-1] == 0.0  # a run is timed once, without dropout (the rule's counterfactual)
+    mine = choose("tsv", raw, 10, None, given=dict(dropout=0.3))  # a dropout the user gave is the one timed
+    assert dropouts[-1] == 0.3 and len(seen) == 3 and "dropout_auto" not in mine.train  # and kept all along
     assert set(clips) == {1.0}  # the CLI's default clip
     choose("tsv", raw, 10, None, given=dict(clip_norm=None))  # --clip-norm 0: the probe's steps skip it too
     assert clips[-1] is None

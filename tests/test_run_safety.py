@@ -128,6 +128,21 @@ def test_a_corrupt_state_json_is_one_line(tmp_path):
 RUN = ["train", "--task", "reverse", "--max-steps", "4", "--eval-every", "4", "--eval-size", "8", *TINY_FLAGS]
 
 
+def test_an_existing_run_is_refused_before_the_auto_recipe_probes(tmp_path, monkeypatch, capsys):
+    """The refusal comes first: the recipe's speed probe and baselines are seconds a user would wait
+    only to be told to add --force."""
+    from glassformer.train import recipe
+    out = tmp_path / "run"
+    assert run(monkeypatch, capsys, *RUN, "--out", str(out))[0] == 0
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{i}\t{i + 1}\n" for i in range(40)), encoding="utf-8")
+    probed = []
+    monkeypatch.setattr(recipe, "measure_tokens_per_minute", lambda *a, **k: probed.append(1) or 1e6)
+    code, _, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(data), "--max-minutes", "1",
+                       "--out", str(out))
+    assert code == 2 and "already holds a training run" in err and probed == []
+
+
 def test_an_existing_run_is_kept_unless_force(tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     assert run(monkeypatch, capsys, *RUN, "--out", str(out))[0] == 0

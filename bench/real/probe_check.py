@@ -4,10 +4,11 @@
 
 For each suite file under DATA_DIR (bench/real/prepare.py writes them: NAME-train.tsv / .txt), the
 recipe is chosen as `glassformer train --max-minutes M --threads T` would choose it, and one line per
-budget says the tokens a minute its probe measured, the passes that gives, and the dropout it chose.
-With --runs, each finished run folder's own speed is printed beside: its steps, its wall time and
-its training steps' median tokens a minute (metrics.jsonl, the loop's own count), so a probe can be
-checked against the runs it sizes.
+budget says the tokens a minute its probe measured, the passes that gives, and the dropout it predicts
+(the run decides from its own first tenth: train/dropout_rule.py).
+With --runs, each finished run folder's own speed is printed beside: its steps, its wall time, its
+training steps' median tokens a minute (metrics.jsonl, the loop's own count) and the passes and dropout
+its own rule decided, so a probe can be checked against the runs it sizes.
 Nothing trains; each probe is a few seconds.
 """
 
@@ -38,7 +39,10 @@ def predicted(name: str, path: Path, minutes: list[float], threads: int | None) 
     rows = []
     for m in minutes:
         r = choose(task, raw, m, None, given=given)
-        rows.append(dict(dataset=name, minutes=m, passes=round(r.passes, 2), dropout=r.model["dropout"],
+        dropout = r.model["dropout"]
+        if "dropout_auto" in r.train:  # left to the run: what the probe's passes predict it decides
+            dropout = r.train["dropout_auto"] if r.passes >= r.train["dropout_passes"] else 0.0
+        rows.append(dict(dataset=name, minutes=m, passes=round(r.passes, 2), dropout=dropout,
                          tokens_per_minute=round(r.tokens_per_minute)))
     return rows
 
@@ -51,8 +55,11 @@ def run_speed(run: Path) -> dict:
     train = [r for r in rows if r.get("split") == "train" and "tokens_per_s" in r]
     wall = max(r["elapsed_s"] for r in rows if "elapsed_s" in r)
     median = statistics.median(r["tokens_per_s"] for r in train) * 60
+    ruled = [r for r in rows if r.get("split") == "dropout"]  # the run's own decision (dropout_rule.py)
     return dict(run=str(run), steps=max(r["step"] for r in train), wall_s=round(wall),
-                median_tokens_per_minute=round(median))
+                median_tokens_per_minute=round(median),
+                ruled_passes=round(ruled[0]["passes"], 2) if ruled else None,
+                ruled_dropout=ruled[0]["dropout"] if ruled else None)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:
@@ -81,7 +88,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
     for run in args.runs:
         s = run_speed(run)
         print(f"{run}: {s['steps']} steps in {s['wall_s']} s, training steps' median "
-              f"{s['median_tokens_per_minute']:,} tok/min", flush=True)
+              f"{s['median_tokens_per_minute']:,} tok/min"
+              + (f"; its rule: {s['ruled_passes']} passes, dropout {s['ruled_dropout']}"
+                 if s["ruled_dropout"] is not None else ""), flush=True)
         out.append(s)
     return out
 

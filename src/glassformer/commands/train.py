@@ -135,6 +135,11 @@ def register(app: typer.Typer) -> None:
             **{**paper, **fixed})
         from ..limits import check_device
         check_device(cfg.device)  # before the auto recipe, whose speed probe runs on it
+        if not resume:  # and a folder that holds a run is refused before the recipe's seconds are spent
+            from pathlib import Path
+
+            from ..train.run_folder import guard_new_run
+            guard_new_run(Path(cfg.out), force)
         if recipe not in ("auto", "paper"):
             from ..errors import ConfigError
             raise ConfigError(f"--recipe {recipe!r} is not one of auto, paper")

@@ -72,6 +72,10 @@ class TrainConfig(StrictConfig):
     device: str = "cpu"
     threads: int | None = None  # torch intra-op threads; None: 1 for the built-in tasks, else PyTorch's default
     threads_auto: bool = False  # threads chosen by --recipe auto: re-checked at each evaluation (threads.py)
+    # the recipe's dropout, given from the end of the run's first tenth if its own rate then counts at least
+    # dropout_passes passes over the data in the budget (train/dropout_rule.py); until then none
+    dropout_auto: float | None = None
+    dropout_passes: float | None = None
     # ---- evaluation and early stopping ----
     eval_every: int = 200
     eval_size: int = 500  # at most this many held-out examples per evaluation
@@ -110,6 +114,14 @@ class TrainConfig(StrictConfig):
             _positive(name, getattr(self, name), allow_none=True, integer=False)
         for name in ("lr", "noam_factor", "eps"):
             _positive(name, getattr(self, name), integer=False)
+        if self.dropout_auto is not None or self.dropout_passes is not None:
+            p, passes = self.dropout_auto, self.dropout_passes
+            _check(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 1,
+                   f"dropout_auto={p!r} must be a dropout rate in (0, 1)")
+            _check(isinstance(passes, (int, float)) and not isinstance(passes, bool) and passes > 0,
+                   f"dropout_passes={passes!r} must be a number of passes > 0")
+            _check(self.max_minutes is not None, "dropout_auto is decided from the run's rate over its first"
+                   " tenth of --max-minutes; give max_minutes, or a fixed dropout instead")
         for name in ("beta1", "beta2", "label_smoothing", "min_lr_ratio"):
             v = getattr(self, name)
             _check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")

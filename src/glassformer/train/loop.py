@@ -32,6 +32,7 @@ from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
 from . import distributed, run_end, run_folder
 from .batching import bucket_key, example_length
+from .dropout_rule import DropoutDecision, set_dropout
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
 from .schedule import WSDClock, make_scheduler
@@ -276,7 +277,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
                  "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
-                 "wsd_clock": budget.state_dict(),
+                 "wsd_clock": budget.state_dict(), "dropout_rule": rule.decided if rule else ruled,
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
         ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
                              {**meta_base, "step": step, "metrics": run_end.public(metrics)})
@@ -288,7 +289,14 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
 
     # the run's clock: seconds of training before this process (a resumed run keeps its budget and
     # the schedule's position; the time it lay stopped does not count)
-    start = clock() - (state.get("elapsed_s", 0.0) if state is not None else 0.0)
+    before = state.get("elapsed_s", 0.0) if state is not None else 0.0
+    start = clock() - before
+    # dropout_rule.py: the recipe left dropout to this run's own rate (a resumed run keeps a decision made)
+    ruled = state.get("dropout_rule") if state is not None else None
+    rule, examples = None, 0
+    if cfg.dropout_auto is not None and ruled is None:
+        rule = DropoutDecision(cfg.dropout_auto, cfg.dropout_passes, cfg.max_minutes * 60,
+                               cfg.max_minutes * 60 - before, len(train_set))
     stop_reason = "max_steps"
     progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
     window_tokens, window_start = 0, clock()
@@ -312,6 +320,12 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             if budget.done():
                 stop_reason = "the early decay ended"
                 break
+            if rule is not None and rule.due(elapsed - before, examples):  # rank 0's clock (above): all decide at once
+                d = distributed.broadcast(rule.decide(int(distributed.all_sum(examples, rt)), elapsed - before), rt)
+                model_config = set_dropout(model, model_config, d["dropout"])
+                progress.note(d["text"])
+                log.write({"step": step, "split": "dropout", **{k: v for k, v in d.items() if k != "text"},
+                           "elapsed_s": clock() - start})
             lr = scheduler.get_last_lr()[0]
             micro = next_micro_batches(stream, train_set, model_config, cfg)
             loss, n_tok = train_step(train_model, model, optimizer, micro, cfg, model_config.pad_id, rt)
@@ -323,6 +337,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             scheduler.step()
             tokens_seen += n_tok
             window_tokens += n_tok
+            examples += sum(b["tgt_out" if "tgt_out" in b else "out"].shape[0] for b in micro)
             for fn in callbacks:
                 fn(step, model, loss)
             if step % cfg.log_every == 0:

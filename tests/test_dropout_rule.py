@@ -1,0 +1,144 @@
+"""A timed auto-recipe run decides dropout from its own first tenth (train/dropout_rule.py, issue 32 §4).
+
+The clock is driven by hand, one second per optimiser step, so the passes the rule counts are known
+exactly: 6 steps of 8 pairs in the first 6 s of a 60-s budget are 48 pairs, 480 a minute, and
+480 pairs a minute for 1 minute over the training split's pairs."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import pytest
+import torch
+
+from cli_helpers import run
+from glassformer.config import ModelConfig
+from glassformer.data.tasks import make_task
+from glassformer.errors import ConfigError
+from glassformer.nn import build_model
+from glassformer.tokenize import build_tokenizer
+from glassformer.train import TrainConfig, load_checkpoint, train
+from glassformer.train.dropout_rule import set_dropout
+from glassformer.train.tasks import TaskData, encode_split
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TINY = dict(d_model=32, n_heads=2, n_layers=1, d_ff=64, norm_position="pre", dropout=0.0)
+
+
+def copy_task(n: int = 400) -> TaskData:
+    tok = build_tokenizer("word", [str(d) for d in range(10)] + ["+"])
+    raw = {"train": make_task("copy", n, seed=0, max_len=5), "valid": make_task("copy", 50, seed=1, max_len=5),
+           "test": make_task("copy", 50, seed=2, max_len=5)}
+    data = TaskData("copy", "seq2seq", raw, tok, tok)
+    for split, items in raw.items():
+        data.encoded[split] = encode_split("seq2seq", items, tok, tok, 0)
+    return data
+
+
+def _records(run_dir, split):
+    lines = (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+    return [r for r in map(json.loads, lines) if r.get("split") == split]
+
+
+@pytest.fixture
+def hand_clock(monkeypatch):
+    from glassformer.train import loop
+    now = [1000.0]
+    monkeypatch.setattr(loop, "clock", lambda: now[0])
+
+    def tick(step, model, loss):
+        now[0] += 1.0
+    return now, tick
+
+
+def _timed(tmp_path, passes_needed, max_steps, **extra):
+    return TrainConfig(task="copy", out=str(tmp_path / "run"), eval_every=1000, batch_size=8, quiet=True,
+                       eval_size=8, max_minutes=1.0, schedule="wsd", max_steps=max_steps,
+                       dropout_auto=0.1, dropout_passes=passes_needed, **extra)
+
+
+@pytest.mark.parametrize("more", [True, False])
+def test_the_run_turns_dropout_on_only_if_its_own_rate_gives_enough_passes(tmp_path, hand_clock, more):
+    now, tick = hand_clock
+    data = copy_task()
+    n = len(data.encoded["train"])
+    passes = 480 / n  # 48 pairs in the first 6 s: 480 a minute, for the 1-minute budget
+    train(_timed(tmp_path, passes / 2 if more else passes * 2, 10), data=data, model_overrides=TINY,
+          callbacks=[tick])
+    [d] = _records(tmp_path / "run", "dropout")
+    assert d["step"] == 6 and d["seconds"] == pytest.approx(6.0)  # decided after the first tenth of 60 s
+    assert d["examples_per_minute"] == pytest.approx(480) and d["passes"] == pytest.approx(passes)
+    assert d["dropout"] == (0.1 if more else 0.0)
+    saved = load_checkpoint(tmp_path / "run" / "checkpoint")  # the model the user holds says what it trained with
+    assert saved.config.dropout == d["dropout"]
+
+
+def test_a_resumed_run_keeps_the_decision_it_made(tmp_path, hand_clock):
+    now, tick = hand_clock
+    data = copy_task()
+    n = len(data.encoded["train"])
+    cfg = _timed(tmp_path, 240 / n, 8)  # 4.8 passes at 480 a minute: dropout
+    train(cfg, data=data, model_overrides=TINY, callbacks=[tick])
+    now[0] += 3600.0
+    train(dataclasses.replace(cfg, max_steps=20), data=data, resume=True, callbacks=[tick])
+    assert [d["dropout"] for d in _records(tmp_path / "run", "dropout")] == [0.1]  # decided once
+    assert load_checkpoint(tmp_path / "run" / "checkpoint").config.dropout == 0.1
+
+
+def test_a_run_resumed_before_its_decision_measures_its_own_first_tenth(tmp_path, hand_clock):
+    now, tick = hand_clock
+    data = copy_task()
+    cfg = _timed(tmp_path, 1e6, 3)  # stopped at 3 s, before the 6-s decision
+    train(cfg, data=data, model_overrides=TINY, callbacks=[tick])
+    assert _records(tmp_path / "run", "dropout") == []
+    train(dataclasses.replace(cfg, max_steps=20), data=data, resume=True, callbacks=[tick])
+    [d] = _records(tmp_path / "run", "dropout")
+    assert d["step"] == 9 and d["seconds"] == pytest.approx(6.0) and d["dropout"] == 0.0
+
+
+def test_set_dropout_trains_as_a_model_built_with_that_dropout():
+    """The reference: a model built with the dropout in its config, the same weights, the same seed."""
+    cfg = ModelConfig(arch="encoder-decoder", vocab_size=30, d_model=16, n_heads=2, n_layers=2, d_ff=32)
+    src, tgt = torch.randint(4, 30, (3, 7)), torch.randint(4, 30, (3, 6))
+    for attn in (None, 0.05):  # attention's own rate follows the dropout unless the user set one
+        cfg0 = dataclasses.replace(cfg, dropout=0.0, attn_dropout=attn)
+        torch.manual_seed(0)
+        model = build_model(cfg0).train()
+        new = set_dropout(model, cfg0, 0.1)
+        assert new.dropout == 0.1 and new.attn_dropout == attn
+        twin = build_model(dataclasses.replace(cfg0, dropout=0.1)).train()
+        twin.load_state_dict(model.state_dict())
+        torch.manual_seed(7)
+        ours = model(src, tgt)
+        torch.manual_seed(7)
+        ref = twin(src, tgt)
+        torch.testing.assert_close(ours, ref, rtol=0, atol=0)
+        assert not torch.allclose(ours, model.eval()(src, tgt))  # it does drop in training
+
+
+def test_dropout_auto_without_a_time_budget_or_out_of_range_is_refused():
+    with pytest.raises(ConfigError, match="give max_minutes"):
+        TrainConfig(dropout_auto=0.1, dropout_passes=20)
+    with pytest.raises(ConfigError, match=r"dropout_auto=1\.5 must be a dropout rate in \(0, 1\)"):
+        TrainConfig(dropout_auto=1.5, dropout_passes=20, max_minutes=1)
+    with pytest.raises(ConfigError, match="dropout_passes=None must be a number of passes > 0"):
+        TrainConfig(dropout_auto=0.1, max_minutes=1)
+
+
+def test_the_cli_run_says_what_it_decided_and_keeps_it(tmp_path, monkeypatch, capsys):
+    """`train --task tsv` with the auto recipe and a time budget: the block says the run decides; the run's
+    log and its checkpoint hold the decision (a fake probe: the machine's speed is not the point here)."""
+    from glassformer.train import recipe
+    monkeypatch.setattr(recipe, "measure_tokens_per_minute", lambda *a, **k: 1e9)
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"{i} {i + 1}\t{i + 1} {i}\n" for i in range(200)), encoding="utf-8")
+    out = tmp_path / "run"
+    code, printed, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(data), "--out", str(out),
+                             "--max-minutes", "0.05", "--threads", "1", "--tokenizer", "word", "--eval-size", "4")
+    assert code == 0, err
+    assert "dropout decided by the run from its own speed: none for its first tenth (0.005 min)" in printed
+    [d] = _records(out, "dropout")
+    assert "dropout rule:" in printed and f"about {d['passes']:.1f} passes" in printed
+    assert load_checkpoint(out / "checkpoint").config.dropout == d["dropout"]
