@@ -282,7 +282,12 @@ def test_the_probe_check_reads_a_runs_speed_and_the_recipes_prediction(tmp_path,
              {"step": 20, "split": "valid", "loss": 1.0, "elapsed_s": 9.0},
              {"step": 30, "split": "train", "tokens_per_s": 200.0, "elapsed_s": 10.0}]
     (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
-    assert probe_check.run_speed(run) == dict(run=str(run), steps=30, wall_s=10, median_tokens_per_minute=12_000)
+    assert probe_check.run_speed(run) == dict(run=str(run), steps=30, wall_s=10, median_tokens_per_minute=12_000,
+                                              ruled_passes=None, ruled_dropout=None)
+    ruled = {"step": 12, "split": "dropout", "dropout": 0.1, "passes": 31.456, "elapsed_s": 1.1}  # its own rule's
+    (run / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in [*lines[:1], ruled, *lines[1:]]))
+    assert probe_check.run_speed(run) == dict(run=str(run), steps=30, wall_s=10, median_tokens_per_minute=12_000,
+                                              ruled_passes=31.46, ruled_dropout=0.1)
     data = tmp_path / "data"
     data.mkdir()
     (data / "toy-train.tsv").write_text("".join(f"{w}\t{' '.join(w.upper())}\n" for w in
@@ -291,6 +296,7 @@ def test_the_probe_check_reads_a_runs_speed_and_the_recipes_prediction(tmp_path,
     assert [(r["dataset"], r["minutes"]) for r in rows] == [("toy", 1.0), ("toy", 10.0)]
     assert all(r["tokens_per_minute"] > 0 and r["passes"] > 0 for r in rows)
     assert rows[1]["passes"] > rows[0]["passes"]  # 10x the minutes: more passes (two probes: not exactly 10x)
+    assert rows[1]["passes"] >= 30 and rows[1]["dropout"] == 0.1  # what the run's own rule is predicted to decide
 
 
 def test_the_context_majority_backs_off_to_one_neighbour_before_the_letter_alone():
