@@ -38,7 +38,7 @@ class DropoutDecision:
 
     def __init__(self, p: float, passes_needed: float, budget_s: float, left_s: float, n_examples: int):
         self.p, self.passes_needed, self.n_examples = p, passes_needed, max(n_examples, 1)
-        self.budget_s, self.left_s = budget_s, left_s
+        self.budget_s = budget_s
         self.due_s = min(DECIDE_SHARE * budget_s, left_s)  # seconds of this process's training
         self.decided: dict[str, Any] | None = None
 

@@ -337,7 +337,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             scheduler.step()
             tokens_seen += n_tok
             window_tokens += n_tok
-            examples += sum(b["tgt_out" if "tgt_out" in b else "out"].shape[0] for b in micro)
+            if rule is not None and rule.decided is None:  # the dropout rule's count, until it decides
+                examples += sum(b["tgt_out" if "tgt_out" in b else "out"].shape[0] for b in micro)
             for fn in callbacks:
                 fn(step, model, loss)
             if step % cfg.log_every == 0:
