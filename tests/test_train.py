@@ -91,10 +91,11 @@ def _scripted_validation(monkeypatch, curve):
 
 def test_wsd_decays_early_when_validation_stalls_at_the_peak_rate(tmp_path, monkeypatch):
     """schedule.WSDClock: 3 validations without a lower loss or a better exact match in the stable
-    phase start the decay there, a quarter as long as the run so far (the planned decay's 0.2 / 0.8),
-    and the run ends with it: stalled at step 80 of 200 → the rate falls over steps 80–100."""
+    phase, averaging above the 3 before them, start the decay there, a quarter as long as the run so
+    far (the planned decay's 0.2 / 0.8), and the run ends with it: stalled at step 80 of 200 → the
+    rate falls over steps 80–100."""
     improving = [(2.0 - 0.1 * i, 0.1 * i) for i in range(5)]  # evaluations at steps 10…50
-    _scripted_validation(monkeypatch, improving + [(1.7, 0.3)])  # from step 60: no new best
+    _scripted_validation(monkeypatch, improving + [(1.75, 0.3)])  # from step 60: no new best, a mean above
     result = train(TrainConfig(task="copy", out=str(tmp_path), schedule="wsd", lr=1e-3, warmup=10, max_steps=200,
                                eval_every=10, eval_size=8, log_every=5, patience=3, quiet=True),
                    data=digit_task("copy", n=200), model_overrides=TINY)
@@ -125,6 +126,56 @@ def test_wsd_keeps_its_planned_decay_while_validation_improves_or_without_patien
     off = train(TrainConfig(**base, out=str(tmp_path / "b"), patience=None), data=digit_task("copy", n=200),
                 model_overrides=TINY)
     assert off.stop_reason == "max_steps" and off.step == 200
+
+
+def test_patience_counts_only_evaluations_with_neither_a_better_score_nor_a_lower_loss(tmp_path, monkeypatch):
+    """cosine: a lucky best exact match at step 150 (0.7), then 0.6 while the loss keeps falling: those
+    evaluations are not 'without improvement'; the same flat score with the loss above its best stops
+    the run after `patience` (3) of them, at step 180."""
+    rising = [(2.0 - 0.05 * k, 0.05 * k) for k in range(15)]  # evaluations at steps 10…150
+    base = dict(task="copy", schedule="cosine", lr=1e-3, warmup=10, max_steps=200, eval_every=10, eval_size=8,
+                patience=3, quiet=True)
+    _scripted_validation(monkeypatch, rising + [(1.29 - 0.01 * k, 0.6) for k in range(5)])
+    kept = train(TrainConfig(**base, out=str(tmp_path / "a")), data=digit_task("copy", n=200), model_overrides=TINY)
+    assert kept.stop_reason == "max_steps" and kept.step == 200
+    assert kept.best["exact_match"] == pytest.approx(0.7)  # best/ still goes by the score
+    _scripted_validation(monkeypatch, rising + [(1.35, 0.6)])
+    stopped = train(TrainConfig(**base, out=str(tmp_path / "b")), data=digit_task("copy", n=200),
+                    model_overrides=TINY)
+    assert stopped.stop_reason == "early stopping" and stopped.step == 180
+
+
+def test_wsd_never_stops_part_way_down_its_decay(tmp_path, monkeypatch):
+    """wsd's decay (steps 160-200 of 200) runs to its end even when no evaluation there beats the
+    best score or loss: the decay ends the run anyway and is where its gain comes (scored on 500
+    pairs against a lucky best, the old count stopped G2P's 30-minute runs part-way down). The rate
+    of the last update is ~0 and the best model is the one scored before the decay."""
+    rising = [(2.0 - 0.05 * k, 0.05 * k) for k in range(15)]
+    _scripted_validation(monkeypatch, rising + [(1.35, 0.6)])
+    result = train(TrainConfig(task="copy", out=str(tmp_path), schedule="wsd", lr=1e-3, warmup=10, max_steps=200,
+                               eval_every=10, eval_size=8, log_every=10, patience=3, quiet=True),
+                   data=digit_task("copy", n=200), model_overrides=TINY)
+    assert result.stop_reason == "max_steps" and result.step == 200
+    assert result.best["exact_match"] == pytest.approx(0.7)
+    lrs = {r["step"]: r["lr"] for r in _metrics(tmp_path) if r["split"] == "train"}
+    assert lrs[200] < 1e-4
+
+
+def test_wsd_does_not_decay_early_while_the_mean_loss_still_falls(tmp_path, monkeypatch):
+    """A lucky low loss and exact match at step 50 (1.45, 0.5), then a curve that falls from above it
+    (1.6, 1.57, 1.54, …, exact match 0.3): at steps 80-110 three validations in a row have beaten
+    neither (the count alone started the decay at step 80), but each three average lower than the
+    three before, so the stable phase runs its course and the planned decay comes at step 160."""
+    lucky = [(2.0, 0.1), (1.9, 0.2), (1.8, 0.3), (1.7, 0.4), (1.45, 0.5)]
+    _scripted_validation(monkeypatch, lucky + [(1.6 - 0.03 * k, 0.3) for k in range(15)])
+    result = train(TrainConfig(task="copy", out=str(tmp_path), schedule="wsd", lr=1e-3, warmup=10, max_steps=200,
+                               eval_every=10, eval_size=8, log_every=10, patience=3, quiet=True),
+                   data=digit_task("copy", n=200), model_overrides=TINY)
+    assert result.stop_reason == "max_steps" and result.step == 200
+    rows = _metrics(tmp_path)
+    assert not [r for r in rows if r["split"] == "schedule"]
+    lrs = {r["step"]: r["lr"] for r in rows if r["split"] == "train"}
+    assert lrs[150] == pytest.approx(1e-3) and lrs[200] < 1e-4
 
 
 def test_cosine_without_max_steps_is_a_config_error(tmp_path):

@@ -72,7 +72,9 @@ def register(app: typer.Typer) -> None:
         eval_every: int = typer.Option(200, rich_help_panel=T, help="evaluate every N steps"),
         eval_size: int = typer.Option(500, rich_help_panel=T, help="held-out examples per evaluation"),
         patience: Optional[int] = typer.Option(None, rich_help_panel=T,
-                                               help="evaluations without improvement (0: off; default 5, auto 10)"),
+                                               help="evaluations in a row with neither a better score nor a lower "
+                                                    "valid loss that stop the run (wsd: start its decay; 0: off;"
+                                                    " default 5, auto 10)"),
         stop_at: Optional[float] = typer.Option(None, rich_help_panel=T, help="stop at this exact match"),
         quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
         d_model: Optional[int] = typer.Option(None, rich_help_panel=M),
