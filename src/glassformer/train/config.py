@@ -80,7 +80,7 @@ class TrainConfig(StrictConfig):
     eval_every: int = 200
     eval_size: int = 500  # at most this many held-out examples per evaluation
     patience: int | None = 5  # evaluations in a row with neither a better score nor a lower loss before
-    # stopping (wsd: in its decay phase; in its stable phase they start the decay early)
+    # stopping (wsd never stops part-way down its decay: in its stable phase they start the decay early)
     monitor: str | None = None  # None: exact_match for seq2seq tasks, loss for language models
     stop_at: float | None = None  # stop as soon as the monitored exact match reaches this
     log_every: int = 10
