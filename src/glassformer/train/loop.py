@@ -254,13 +254,13 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     check_positions(max(lengths) + 1, model_config, "the longest training example (with <bos> or <eos>)",
                     "pass a larger --max-len, or drop the long examples")
     stream = distributed.make_stream([bucket_key(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
-    step, best_score, best_metrics, bad_evals, tokens_seen, last_saved = 0, None, {}, 0, 0, None
+    step, best_score, best_metrics, tokens_seen, last_saved = 0, None, {}, 0, None
     if state is not None:
         model.load_state_dict(saved.model.state_dict())
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         stream.load_state_dict(state["stream"])
-        step, bad_evals, tokens_seen = state["step"], state["bad_evals"], state["tokens_seen"]
+        step, tokens_seen = state["step"], state["tokens_seen"]  # patience's count is the clock's `stalled`
         best_score = tuple(state["best_score"]) if state["best_score"] is not None else None
         best_metrics, last_saved = state["best_metrics"], state["step"]
         set_rng_state(state["rng"])
@@ -276,7 +276,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         s = None
         if with_state:
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                 "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": bad_evals,
+                 "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": budget.stalled,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
                  "wsd_clock": budget.state_dict(), "dropout_rule": rule.decided if rule else ruled,
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
@@ -353,19 +353,10 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 metrics = run_eval()
                 score = _score(metrics, monitor)
                 improved = best_score is None or score > best_score
-                lower = budget.best_loss is None or metrics["loss"] < budget.best_loss  # before validated()
                 stable = cfg.schedule == "wsd" and budget.stable()
                 if improved:
                     best_score, best_metrics = score, run_end.public(metrics)
                     save("best", False, metrics)
-                # patience counts evaluations with neither a better score nor a lower loss (as the stall
-                # rule does). wsd never stops in its decay, which ends the run anyway and is where its
-                # gain comes: counting 500 pairs' exact match against a lucky best there stopped G2P's
-                # 30-minute runs part-way down, their loss still falling (66.9%; resumed to its end, 72.6%)
-                if improved or lower:
-                    bad_evals = 0
-                elif cfg.schedule != "wsd":
-                    bad_evals += 1
                 # schedule.WSDClock: a curve that turned at the peak rate starts the decay there
                 length = budget.validated(metrics["loss"], improved, cfg.patience if stable else None,
                                           step > cfg.warmup)
@@ -388,7 +379,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 if cfg.stop_at is not None and metrics.get("exact_match", 0.0) >= cfg.stop_at:
                     stop_reason = "target reached"
                     break
-                if cfg.patience is not None and cfg.schedule != "wsd" and bad_evals >= cfg.patience:
+                # patience counts the clock's validations with neither a better score nor a lower loss.
+                # wsd never stops in its decay, which ends the run anyway and is where its gain comes:
+                # counting 500 pairs' exact match against a lucky best there stopped G2P's 30-minute runs
+                # part-way down, their loss still falling (66.9%; resumed to its end, 72.6%)
+                if cfg.patience is not None and cfg.schedule != "wsd" and budget.stalled >= cfg.patience:
                     stop_reason = "early stopping"
                     break
     if stop_reason == "interrupted":
