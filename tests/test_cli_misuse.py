@@ -66,7 +66,9 @@ CASES = [
     ("numbers", COPY + ["--weight-decay", "inf"], "--weight-decay inf is not a finite number"),
     ("numbers", COPY + ["--label-smoothing", "1"], "label_smoothing=1.0"),
     ("numbers", COPY + ["--max-minutes", "nan"], "--max-minutes nan is not a finite number"),
-    ("numbers", COPY + ["--clip-norm", "-1"], "clip_norm=-1.0"),
+    # 0 turns these off: a negative value is told both right answers
+    ("numbers", COPY + ["--clip-norm", "-1"], "--clip-norm -1.0: give 0 (no clipping) or a positive gradient norm"),
+    ("numbers", COPY + ["--patience", "-1"], "--patience -1: give 0 (early stopping off) or a positive number of"),
     ("numbers", COPY + ["--warmup", "0"], "warmup=0"),
     ("numbers", COPY + ["--seed", "-1"], "a seed is an integer from 0 to 4294967295"),
     ("numbers", COPY + ["--threads", "0"], "--threads 0 is out of range; this machine runs 1 to"),

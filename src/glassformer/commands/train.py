@@ -110,9 +110,15 @@ def register(app: typer.Typer) -> None:
         attn_impl: Optional[str] = typer.Option(None, rich_help_panel=M, help="fast | math"),
     ) -> None:
         """Train a model (translator or language model) into a run folder; --resume continues it."""
+        from ..errors import InputError
         from ..train import TrainConfig, train as run_training
 
         values = locals()
+        # the flags whose 0 means "off": a negative value is neither, so name both right answers
+        if patience is not None and patience < 0:
+            raise InputError(f"--patience {patience}: give 0 (early stopping off) or a positive number of evaluations")
+        if clip_norm < 0:
+            raise InputError(f"--clip-norm {clip_norm}: give 0 (no clipping) or a positive gradient norm")
         if resume and out:  # --resume without --task/--data continues the run's own
             from ..train.run_folder import saved_train_config
             was = saved_train_config(out)
