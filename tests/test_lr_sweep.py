@@ -57,6 +57,31 @@ def test_best_lr_runs_every_rate_on_every_sweep_seed_and_scores_held_out_batches
     assert base.best_lr(ctx, "arm", None, task, spec) == 3e-3 and calls == []  # resumed from the memo
 
 
+def test_an_interrupted_sweep_resumes_at_its_next_run(tmp_path, monkeypatch):
+    """A row's sweep is 8+ runs of minutes each: the runs finished before an interruption are not
+    run again (the whole sweep used to be kept only once all of it had finished)."""
+    task = TaggingTask("lag", n_symbols=8, min_len=8, max_len=12, a=1)
+    spec = TrainSpec(steps=5, batch_size=4, lr=1e-3, warmup=1)
+    surface = {3e-4: 2.0, 1e-3: 1.5, 3e-3: 1.1, 1e-2: 1.3}
+    calls, stop_after = [], [3]
+
+    def fake_run(cfg, task_, spec_, seed, evals=None, model=None, first_layer=None):
+        if len(calls) == stop_after[0]:
+            raise RuntimeError("interrupted")  # as a Ctrl-C or a kill would, mid-sweep
+        calls.append((spec_.lr, seed))
+        return SimpleNamespace(metrics={"valid": {"loss": surface[spec_.lr]}}, result=SimpleNamespace(diverged=False))
+
+    monkeypatch.setattr(base, "run_tagging", fake_run)
+    ctx = base.Context(quick=False, seeds=[0], out_dir=tmp_path, log=lambda s: None, memo_dir=tmp_path)
+    with pytest.raises(RuntimeError, match="interrupted"):
+        base.best_lr(ctx, "arm", None, task, spec)
+    done, stop_after[0] = list(calls), -1
+    calls.clear()
+    assert len(done) == 3 and base.best_lr(ctx, "arm", None, task, spec) == 3e-3
+    everything = {(lr, s) for lr in base.LR_GRID for s in base.SWEEP_SEEDS}
+    assert sorted(calls) == sorted(everything - set(done))  # only the runs that had not finished
+
+
 def test_quick_keeps_the_spec_rate(tmp_path):
     ctx = base.Context(quick=True, seeds=[0], out_dir=tmp_path)
     assert base.best_lr(ctx, "arm", None, None, TrainSpec(steps=1, batch_size=2, lr=7e-4)) == 7e-4

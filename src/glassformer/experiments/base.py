@@ -165,9 +165,13 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
     valid = {"valid": validation_batches(task, spec.batch_size)}
 
     def one(lr: float, seed: int) -> float:
-        run = run_tagging(cfg, task, dataclasses.replace(spec, lr=lr), seed, valid, model=seeded(make_model, seed))
-        loss = run.metrics["valid"]["loss"]
-        return loss if math.isfinite(loss) and not run.result.diverged else DIVERGED
+        def compute() -> dict:
+            run = run_tagging(cfg, task, dataclasses.replace(spec, lr=lr), seed, valid, model=seeded(make_model, seed))
+            loss = run.metrics["valid"]["loss"]
+            return {"loss": loss if math.isfinite(loss) and not run.result.diverged else DIVERGED}
+        # each run kept as it finishes: a sweep of a long row (8+ runs of minutes each) that is
+        # interrupted resumes at its next run, not at its first
+        return ctx.memo(f"lr-sweep-valid.{key}.{lr:g}.s{seed}", compute)["loss"]
 
     def sweep() -> dict:
         losses = {str(lr): [one(lr, seed) for seed in SWEEP_SEEDS] for lr in LR_GRID}
