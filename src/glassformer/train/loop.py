@@ -43,8 +43,8 @@ from .threads import ThreadWatch
 DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
 clock = time.monotonic  # the run's clock (a test drives it by hand)
 
-RESUME_KEYS = ("optimizer", "scheduler", "stream", "rng", "step", "bad_evals", "tokens_seen", "best_score",
-               "best_metrics", "train_config")  # what a checkpoint must hold for --resume
+RESUME_KEYS = ("optimizer", "scheduler", "stream", "rng", "step", "tokens_seen", "best_score", "best_metrics",
+               "train_config")  # what a checkpoint must hold for --resume
 
 
 class TrainingDiverged(GlassformerError):
@@ -260,7 +260,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         optimizer.load_state_dict(state["optimizer"])
         scheduler.load_state_dict(state["scheduler"])
         stream.load_state_dict(state["stream"])
-        step, tokens_seen = state["step"], state["tokens_seen"]  # patience's count is the clock's `stalled`
+        step, tokens_seen = state["step"], state["tokens_seen"]  # patience's count: the clock's state
         best_score = tuple(state["best_score"]) if state["best_score"] is not None else None
         best_metrics, last_saved = state["best_metrics"], state["step"]
         set_rng_state(state["rng"])
@@ -276,7 +276,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         s = None
         if with_state:
             s = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(),
-                 "stream": stream.state_dict(), "rng": rng_state(), "step": step, "bad_evals": budget.stalled,
+                 "stream": stream.state_dict(), "rng": rng_state(), "step": step,
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
                  "wsd_clock": budget.state_dict(), "dropout_rule": rule.decided if rule else ruled,
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
