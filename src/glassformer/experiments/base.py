@@ -7,6 +7,7 @@ An experiment module defines `ID`, `CLAIM` (the seed's words, translated), `SECT
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -36,22 +37,54 @@ class Context:
         """The quick (CI) setting or the full one."""
         return quick if self.quick else full
 
-    def memo(self, key: str, compute: Callable[[], dict]) -> dict:
-        """`compute()` (a JSON-able dict of one run's numbers), or its cached result under `key`."""
+    def memo(self, key: str, compute: Callable[[], dict], identity: dict | None = None) -> dict:
+        """`compute()` (a JSON-able dict of one run's numbers), or its cached result under `key`.
+
+        With `identity` (everything that decides the run: `run_identity`), the result is also kept
+        under a digest of it in a cache that every row reads (`SHARED`): a run that two rows both
+        need (the text rows' common arm: d_model 128, 8 heads, Post-LN, d_ff 512) trains once."""
         if self.memo_dir is None:
             return compute()
-        path = self.memo_dir / f"{'quick' if self.quick else 'full'}.{key}.json"
+        mode = "quick" if self.quick else "full"
+        path = self.memo_dir / f"{mode}.{key}.json"
+        shared = None
+        if identity is not None:
+            digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+            shared = self.memo_dir.parent / SHARED / f"{mode}.{digest}.json"
         if path.exists():
-            return json.loads(path.read_text(encoding="utf-8"))
-        value = compute()
-        atomic_write(path, json.dumps(value))
+            value = json.loads(path.read_text(encoding="utf-8"))
+        elif shared is not None and shared.exists():
+            value = json.loads(shared.read_text(encoding="utf-8"))["value"]
+        else:
+            value = compute()
+        if not path.exists():
+            atomic_write(path, json.dumps(value))
+        if shared is not None and not shared.exists():  # with what it was, for a reader of the cache
+            atomic_write(shared, json.dumps({"identity": identity, "value": value}))
         return value
+
+
+SHARED = "shared"  # the folder, beside the rows' own (OUT/cache/runs/ROW), of runs any row may reuse
+
+
+def run_identity(cfg: ModelConfig, task, spec: TrainSpec, seed: int, evals: dict[str, list[tuple]]) -> dict:
+    """What decides a `run_tagging` run built from `cfg` alone: every field of the config and the
+    training spec, the task (its repr: a frozen dataclass), the seed, and a digest of the very
+    tensors it is scored on (so that two rows share a run only where they score it on the same data)."""
+    h = hashlib.sha256()
+    for name in sorted(evals):
+        h.update(name.encode())
+        for batch in evals[name]:
+            for t in batch:
+                h.update(str(tuple(t.shape)).encode() + t.contiguous().numpy().tobytes())
+    return {"config": dataclasses.asdict(cfg), "spec": dataclasses.asdict(spec), "task": repr(task), "seed": seed,
+            "evals": h.hexdigest()}
 
 
 def atomic_write(path: Path, text: str) -> None:
     """Write to a temporary file, then rename: an interrupted run never leaves half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")  # two processes may write one shared run
     tmp.write_text(text, encoding="utf-8")
     os.replace(tmp, path)
 
@@ -171,7 +204,9 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
             return {"loss": loss if math.isfinite(loss) and not run.result.diverged else DIVERGED}
         # each run kept as it finishes: a sweep of a long row (8+ runs of minutes each) that is
         # interrupted resumes at its next run, not at its first
-        return ctx.memo(f"lr-sweep-valid.{key}.{lr:g}.s{seed}", compute)["loss"]
+        spec_lr = dataclasses.replace(spec, lr=lr)
+        identity = None if make_model is not None or cfg is None else run_identity(cfg, task, spec_lr, seed, valid)
+        return ctx.memo(f"lr-sweep-valid.{key}.{lr:g}.s{seed}", compute, identity)["loss"]
 
     def sweep() -> dict:
         losses = {str(lr): [one(lr, seed) for seed in SWEEP_SEEDS] for lr in LR_GRID}

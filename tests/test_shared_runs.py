@@ -1,0 +1,83 @@
+"""Runs that several claims rows need are trained once (issue 28 §7's budget): the text rows share
+their common arm through a cache keyed by everything that decides a run (base.run_identity)."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+from typer.testing import CliRunner
+
+from glassformer.cli import app
+from glassformer.experiments import base, text_task
+from glassformer.experiments.runner import TrainSpec
+from glassformer.experiments.text_task import CharTextTask, run_arms, text_config
+
+
+def _counting_run(calls):
+    def fake_run(cfg, task, spec, seed, evals=None, model=None, first_layer=None):
+        calls.append((cfg.n_heads, cfg.d_ff, spec.lr, seed, model is not None))
+        loss = 1.0 + cfg.n_heads / 100 + seed / 1000 + sum(len(b) for b in evals.values()) / 1e4
+        return SimpleNamespace(metrics={n: {"loss": loss} for n in evals}, result=SimpleNamespace(diverged=False))
+    return fake_run
+
+
+def _ctx(root, row):
+    return base.Context(quick=True, seeds=[0, 1], out_dir=root, log=lambda s: None, memo_dir=root / "runs" / row)
+
+
+def test_an_arm_two_rows_both_need_trains_once_and_anything_that_differs_trains_again(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(base, "run_tagging", _counting_run(calls))
+    task = CharTextTask()
+    spec = TrainSpec(steps=4, batch_size=8, lr=1e-3, warmup=2)
+    common = text_config(task.vocab_size)
+    first = run_arms(_ctx(tmp_path, "row-a"), {"d_k=16": (common, None)}, spec, (64,), task)
+    assert len(calls) == 2  # two seeds
+    # another row, another arm name, the same config (built again, not the same object): no training
+    again = run_arms(_ctx(tmp_path, "row-b"), {"h=8": (text_config(task.vocab_size, n_heads=8), None)},
+                     spec, (64,), task)
+    assert len(calls) == 2 and again["h=8"] == first["d_k=16"]
+    # a different field of the config, of the spec, other test windows, or an arm with its own builder
+    run_arms(_ctx(tmp_path, "row-c"), {"a": (text_config(task.vocab_size, d_ff=128), None)}, spec, (64,), task)
+    run_arms(_ctx(tmp_path, "row-d"), {"a": (common, None)}, TrainSpec(steps=5, batch_size=8, lr=1e-3, warmup=2),
+             (64,), task)
+    run_arms(_ctx(tmp_path, "row-e"), {"a": (common, None)}, spec, (64, 128), task)
+    run_arms(_ctx(tmp_path, "row-f"), {"a": (common, lambda: base.build_model(common))}, spec, (64,), task)
+    assert len(calls) == 2 + 4 * 2
+    assert calls[-1][-1] and not any(c[-1] for c in calls[:-2])
+    # each shared file says which run it holds
+    kept = [json.loads(p.read_text()) for p in (tmp_path / "runs" / base.SHARED).iterdir()]
+    assert len(kept) == 2 * 4 and {k["identity"]["config"]["d_ff"] for k in kept} == {128, 512}
+
+
+def test_a_shared_run_is_the_run_the_row_would_train_on_its_own(tmp_path):
+    """real-heads' h = 8 and h = 1 arms are dk-sweet-spot's d_k = 16 and d_k = 128 arms: taken from
+    dk-sweet-spot's cache they must equal real-heads trained alone (the identity misses nothing that
+    decides the numbers: the config, the spec, the seed, the windows)."""
+    runner = CliRunner()
+    shared_out, alone_out = tmp_path / "shared", tmp_path / "alone"
+    for row, out in (("dk-sweet-spot", shared_out), ("real-heads", shared_out), ("real-heads", alone_out)):
+        result = runner.invoke(app, ["ablate", row, "--quick", "--out", str(out)])
+        assert result.exit_code == 0, result.output
+
+    def variants(out, row):  # the finished row, as the cache keeps it
+        kept = json.loads((out / "cache" / f"{row}.quick.2seeds.json").read_text(encoding="utf-8"))
+        return {v["name"]: v["values"] for v in kept["variants"]}
+    shared, alone, dk = variants(shared_out, "real-heads"), variants(alone_out, "real-heads"), \
+        variants(shared_out, "dk-sweet-spot")
+    assert shared == alone
+    assert shared["h=8"] == dk["d_k=16 (h=8)"] and shared["h=1"] == dk["d_k=128 (h=1)"]
+    assert len(list((shared_out / "cache" / "runs" / base.SHARED).glob("quick.*.json"))) == 4 * 2  # 4 arms, 2 seeds
+
+
+def test_the_widened_text_rows_share_one_model_and_budget():
+    """dk-sweet-spot, real-heads and real-ffn train the same model at the same budget, so that their
+    common arm is one set of runs; the budget is the one the pilots put under the 4-gram gate."""
+    from glassformer.experiments import dk_sweet_spot, real_ffn, real_heads
+
+    ctx = base.Context(quick=False, seeds=[0], out_dir=None)
+    assert dk_sweet_spot.spec(ctx) == real_heads.spec(ctx) == real_ffn.spec(ctx)
+    assert dk_sweet_spot.spec(ctx).steps == text_task.STEPS == 5000
+    vocab = CharTextTask().vocab_size
+    assert text_config(vocab) == base.tiny_config(vocab, d_model=128, n_heads=8, d_ff=512)
