@@ -32,9 +32,9 @@ def test_quick_run_prints_a_row_per_model_and_thread_count():
         wall, gemm, rest, per = (float(x) for x in r[2:6])
         # wall and GEMM times come from separate timed runs: on a loaded machine either can be the
         # larger, so only the arithmetic is checked (no timing assertion)
-        assert wall > 0 and gemm > 0 and abs(wall - gemm - rest) <= 0.011
+        assert wall > 0 and gemm > 0 and abs(wall - gemm - rest) <= 0.0016  # each printed to 0.001
         layers = 1 if r[0].strip() == "translator" else 2  # QUICK: 1 decoder layer, 2 LM layers
-        assert abs(rest / layers - per) <= 0.0056  # rest is printed to 0.01, per layer to 0.001
+        assert abs(rest / layers - per) <= 0.0011
 
 
 def test_cpu_clock_and_least_disturbed_runs_on_a_shared_machine():
@@ -49,4 +49,4 @@ def test_cpu_clock_and_least_disturbed_runs_on_a_shared_machine():
         wall, gemm, rest = (float(x) for x in r[2:5])
         # wall and GEMM times come from separate timed runs: on a loaded machine either can be the
         # larger, so only the arithmetic is checked (no timing assertion)
-        assert wall > 0 and gemm > 0 and abs(wall - gemm - rest) <= 0.011
+        assert wall > 0 and gemm > 0 and abs(wall - gemm - rest) <= 0.0016  # each printed to 0.001
