@@ -25,9 +25,8 @@ def run(ctx: Context) -> Outcome:
     L = task.seq_len
     # the arms with an FFN are built from their config alone (make = None), so that they are the runs
     # other rows share; only the FFN-less arm needs its own builder
-    arms = {"no FFN": (text_config(task.vocab_size, d_ff=D_MODEL),
-                       lambda: _model(text_config(task.vocab_size, d_ff=D_MODEL), False)),
-            "d_ff=1×": (text_config(task.vocab_size, d_ff=D_MODEL), None),
+    one_x = text_config(task.vocab_size, d_ff=D_MODEL)
+    arms = {"no FFN": (one_x, lambda: _model(one_x, False)), "d_ff=1×": (one_x, None),
             "d_ff=4×": (text_config(task.vocab_size), None)}
     losses = run_arms(ctx, arms, spec(ctx), (L,), task)
     variants = [Variant(name, "held-out loss (nats/char)", by_len[L]) for name, by_len in losses.items()]

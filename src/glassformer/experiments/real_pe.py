@@ -22,7 +22,7 @@ SEEDS = 5
 
 
 def spec(ctx: Context) -> TrainSpec:
-    """600 steps at d_model 64, the text rows' budget until stop 53 (1,000 in the first full report,
+    """600 steps at d_model 64 (real-norm's too), the text rows' budget until stop 53 (1,000 in the first full report,
     cut for time). Not yet widened to text_task's common model (D_MODEL, STEPS): the row stops above
     the character 4-gram, and its gate says so (issue 28 §2: pending)."""
     return text_spec(ctx, steps=600)
