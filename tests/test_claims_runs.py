@@ -1,0 +1,87 @@
+"""docs/claims/runs/: the finished single runs behind the page's text rows, each filed under a digest of
+everything that decided it (base.run_identity), so that a later session or a reader resumes or audits a
+row from the repository instead of a machine's scratch folder (which does not outlive a session).
+
+Three things could go stale and each test catches one: a file whose name is not the digest of its
+identity (a hand-edited archive); a value on the page that no archived run gave (the page and the
+archive disagree); and the code no longer describing the archived runs (a change to the text rows'
+config, spec or test windows: the identity the code computes today finds no file)."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from glassformer.experiments import base
+from glassformer.experiments.text_task import CharTextTask, text_config, text_spec
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "docs" / "claims" / "runs"
+MEASURED = ROOT / "docs" / "claims" / "measured"
+# the text rows whose runs are archived, and each arm's config from its name (the rows build them so)
+ROWS = {"dk-sweet-spot": lambda vocab, arm: text_config(vocab, n_heads=int(re.search(r"h=(\d+)", arm)[1]))}
+
+
+def _digest(identity: dict) -> str:
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def _shared() -> dict[str, dict]:
+    return {f.name: json.loads(f.read_text(encoding="utf-8")) for f in sorted(RUNS.glob("full.*.json"))}
+
+
+def test_every_archived_run_is_filed_under_the_digest_of_its_identity():
+    runs = _shared()
+    assert runs, "docs/claims/runs/ holds no runs"
+    for name, run in runs.items():
+        assert name == f"full.{_digest(run['identity'])}.json", name
+        assert run["value"] and all(isinstance(v, float) and math.isfinite(v) for v in run["value"].values()), name
+
+
+def _chosen_rates(setup: str, arms: list[str]) -> dict[str, float]:
+    """The peak rate the row printed for each arm ("Chosen peak rates: h=1 0.003, h=8 0.01, …")."""
+    text = setup.split("Chosen peak rates:")[1].split(".\u0020")[0]
+    return {arm: float(re.search(re.escape(arm) + r" ([0-9.e-]+)", text)[1].rstrip(".")) for arm in arms}
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if (MEASURED / r / "results.json").exists()])
+def test_each_published_value_is_the_archived_run_the_code_describes(row):
+    """For every arm and seed on the page: the identity the code computes today (the row's config, the
+    text rows' spec at the printed rate, the seed, the row's test windows) finds an archived run whose
+    held-out loss is the published value, to the last digit; and where an arm's whole rate sweep is
+    archived, base.choose_lr on those runs picks the printed rate."""
+    [published] = json.loads((MEASURED / row / "results.json").read_text(encoding="utf-8"))
+    task = CharTextTask()
+    L = task.seq_len
+    ctx = base.Context(quick=False, seeds=published["seeds"], out_dir=ROOT)
+    spec = text_spec(ctx)
+    evals = {str(L): task.batches(4, 32, seed=900 + L, length=L)}
+    valid = {"valid": base.validation_batches(task, spec.batch_size)}
+    runs = _shared()
+    rates = _chosen_rates(published["setup"], [v["name"] for v in published["variants"]])
+    swept = 0
+    for variant in published["variants"]:
+        arm = variant["name"]
+        cfg = ROWS[row](task.vocab_size, arm)
+        for seed, value in zip(published["seeds"], variant["values"]):
+            identity = base.run_identity(cfg, task, dataclasses.replace(spec, lr=rates[arm]), seed, evals)
+            run = runs.get(f"full.{_digest(identity)}.json")
+            assert run is not None, f"{row} {arm} seed {seed}: no archived run has the identity the code computes"
+            assert run["value"][str(L)] == value, (row, arm, seed)
+        sweep = {}
+        for lr in base.LR_GRID + base.LR_EXTEND_UP + base.LR_EXTEND_DOWN:
+            found = [runs.get(f"full.{_digest(base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid))}"
+                              ".json") for s in base.SWEEP_SEEDS]
+            if all(found):
+                sweep[str(lr)] = [r["value"]["loss"] for r in found]
+        if all(str(lr) in sweep for lr in base.LR_GRID):
+            swept += 1
+            assert float(base.choose_lr(sweep)) == rates[arm], (row, arm, sweep)
+    if row == "real-heads":  # measured with its archive: every arm's sweep is in it
+        assert swept == len(published["variants"])
