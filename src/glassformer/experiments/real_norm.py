@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .base import SWEEP_WORDS, Context, Outcome, tiny_config
-from .real_pe import spec  # real-pe's 600 steps at d_model 64, until both rows are rerun wider
-from .text_task import CharTextTask, rates_words, run_arms, text_gate
+from .runner import TrainSpec
+from .text_task import CharTextTask, rates_words, run_arms, text_gate, text_spec
 from .verdict import Check, Variant
 
 ID = "real-norm"
@@ -19,6 +19,14 @@ CLAIM = ("Post-LN (the 2017 paper) trains unstably and needs warmup; Pre-LN norm
          "input, is more stable and trains without warmup. (Measured on English text.)")
 SEEDS = 5
 DEPTH = 4
+
+
+def spec(ctx: Context) -> TrainSpec:
+    """600 steps at d_model 64, the text rows' budget until stop 53 (1,000 in the first full report, cut
+    for time). Not yet widened to text_task's common model (D_MODEL, STEPS): the row stops above the
+    character 4-gram, and its gate says so (issue 28 §2: pending; four layers at d_model 128 with the
+    sweep cost ~12 h of one core, stop 54's estimate)."""
+    return text_spec(ctx, steps=600)
 
 
 def run(ctx: Context) -> Outcome:
