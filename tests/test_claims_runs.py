@@ -76,8 +76,8 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
             assert run["value"][str(L)] == value, (row, arm, seed)
         sweep = {}
         for lr in base.LR_GRID + base.LR_EXTEND_UP + base.LR_EXTEND_DOWN:
-            found = [runs.get(f"full.{_digest(base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid))}"
-                              ".json") for s in base.SWEEP_SEEDS]
+            identities = [base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid) for s in base.SWEEP_SEEDS]
+            found = [runs.get(f"full.{_digest(i)}.json") for i in identities]
             if all(found):
                 sweep[str(lr)] = [r["value"]["loss"] for r in found]
         if all(str(lr) in sweep for lr in base.LR_GRID):

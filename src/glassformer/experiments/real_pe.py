@@ -30,7 +30,8 @@ ENCODINGS = ("sinusoidal", "learned", "rope", "alibi", "none")
 GATE_LEFT_OUT = {"none": "with no positional encoding the model plateaued at 2.448 / 2.371 / 2.344 / 2.320 "
                          "nats/char after 1,000 / 2,000 / 3,000 / 4,000 steps (a pilot at this width), far above "
                          "the 4-gram at any budget; it feeds only the side check at L"}
-TABLE3_E = ("Vaswani et al. 2017 Table 3 (E): learned positional embeddings instead of sinusoids, PPL 4.92 / BLEU 25.7 against 4.92 / 25.8, at the training lengths only")
+TABLE3_E = ("Vaswani et al. 2017 Table 3 (E): learned positional embeddings instead of sinusoids, PPL 4.92 / "
+            "BLEU 25.7 against 4.92 / 25.8, at the training lengths only")
 
 
 def run(ctx: Context) -> Outcome:

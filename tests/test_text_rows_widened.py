@@ -1,6 +1,7 @@
-"""`real-pe` at the text rows' width (issue 28 §2 and §4): the loss at 4L is taken on the positions past the
-training length only, and the `none` arm, which plateaus far above the 4-gram, is left out of the quality
-gate by name and with its reason, not silently."""
+"""`real-pe` and `real-norm` at the text rows' width (issue 28 §2 and §4): real-pe's loss at 4L is taken on
+the positions past the training length only; an arm a row does not require to train (real-pe's `none`,
+which plateaus far above the 4-gram; real-norm's Post-LN without warmup, whose failure is the claim) is
+left out of the quality gate by name and with its reason, not silently."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from glassformer.experiments import base, real_pe, text_task
+from glassformer.experiments import base, real_norm, real_pe, text_task
 from glassformer.experiments.ngram import text_baselines
 from glassformer.experiments.runner import IGNORE, evaluate_tagging
 from glassformer.experiments.text_task import CharTextTask, beyond_batches, text_gate
@@ -76,3 +77,20 @@ def test_an_arm_left_out_of_the_gate_is_named_with_its_mean_and_reason():
 def test_real_pe_is_at_the_common_width_and_leaves_out_only_none():
     assert real_pe.spec is text_task.text_spec
     assert set(real_pe.GATE_LEFT_OUT) == {"none"}
+
+
+def test_real_norm_leaves_out_only_the_arm_its_main_checks_expect_to_lose(monkeypatch):
+    built = []
+
+    def fake_arms(ctx, arms, spec, lengths, task=None, beyond=False):
+        built.extend((name, cfg, spec) for name, (cfg, _) in arms.items())
+        return {name: {lengths[0]: [1.7, 1.7]} for name in arms}
+    monkeypatch.setattr(real_norm, "run_arms", fake_arms)
+    ctx = base.Context(quick=False, seeds=[0, 1], out_dir=None, log=lambda s: None)
+    outcome = real_norm.run(ctx)
+    assert {n for n, _, _ in built} == {"Post-LN, warmup", "Pre-LN, warmup", "Post-LN, no warmup", "Pre-LN, no warmup"}
+    assert all(cfg.d_model == text_task.D_MODEL and cfg.n_layers == real_norm.DEPTH for _, cfg, _ in built)
+    assert all(spec.steps == real_norm.STEPS for _, _, spec in built)
+    [left_out] = real_norm.GATE_LEFT_OUT
+    assert all(c.worse == left_out for c in outcome.checks if c.main)
+    assert outcome.gate.startswith("met:") and f"not required of `{left_out}`" in outcome.gate
