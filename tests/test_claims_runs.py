@@ -85,3 +85,68 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
             assert float(base.choose_lr(sweep)) == rates[arm], (row, arm, sweep)
     if row == "real-heads":  # measured with its archive: every arm's sweep is in it
         assert swept == len(published["variants"])
+
+
+# ---- `glassformer ablate ROW --runs DIR`: a row rebuilt from archived runs trains nothing it finds there ----
+def test_a_row_rebuilt_from_archived_runs_trains_none_of_them_and_equals_the_row_that_trained(tmp_path, monkeypatch):
+    import shutil
+
+    from typer.testing import CliRunner
+
+    from glassformer.cli import app
+
+    runner = CliRunner()
+    trained, rebuilt, archive = tmp_path / "trained", tmp_path / "rebuilt", tmp_path / "archive"
+    assert runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(trained)]).exit_code == 0
+    shutil.copytree(trained / "cache" / "runs" / base.SHARED, archive)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a run in the archive was trained again")
+    monkeypatch.setattr(base, "run_tagging", no_training)
+    result = runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(rebuilt), "--runs", str(archive)])
+    assert result.exit_code == 0, result.output
+
+    def values(out):
+        [row] = json.loads((out / "results.json").read_text(encoding="utf-8"))
+        return {v["name"]: v["values"] for v in row["variants"]}
+    assert values(rebuilt) == values(trained)
+    assert "--runs" in json.loads((rebuilt / "run.json").read_text(encoding="utf-8"))["command"]
+
+
+@pytest.mark.parametrize("damage, needle", [
+    ("identity", "holds another run than its name says"),
+    ("truncate", "is not a finished run (JSONDecodeError)"),
+    ("no-value", "is not a finished run (KeyError)"),
+    ("missing-folder", "is not a folder; give one of finished runs"),
+])
+def test_a_damaged_archive_stops_with_one_line(damage, needle, tmp_path, monkeypatch, capsys):
+    import shutil
+    import sys
+
+    from typer.testing import CliRunner
+
+    from glassformer import cli
+    from glassformer.cli import app
+
+    archive = tmp_path / "archive"
+    first = tmp_path / "first"
+    assert CliRunner().invoke(app, ["ablate", "real-heads", "--quick", "--out", str(first)]).exit_code == 0
+    shutil.copytree(first / "cache" / "runs" / base.SHARED, archive)
+    victim = sorted(archive.iterdir())[0]
+    kept = json.loads(victim.read_text(encoding="utf-8"))
+    if damage == "identity":  # another run's numbers under this name
+        kept["identity"]["seed"] += 1
+        victim.write_text(json.dumps(kept), encoding="utf-8")
+    elif damage == "truncate":
+        victim.write_text(victim.read_text(encoding="utf-8")[:40], encoding="utf-8")
+    elif damage == "no-value":
+        victim.write_text(json.dumps({"identity": kept["identity"]}), encoding="utf-8")
+    else:
+        shutil.rmtree(archive)
+    monkeypatch.setattr(sys, "argv", ["glassformer", "ablate", "real-heads", "--quick", "--out",
+                                      str(tmp_path / "again"), "--runs", str(archive)])
+    with pytest.raises(SystemExit) as exit_:
+        cli.main()
+    assert exit_.value.code == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert lines[-1].startswith("error: ") and needle in lines[-1], lines

@@ -22,6 +22,9 @@ def register(app: typer.Typer) -> None:
                                                                   "experiment's own, 10 or 5; 2 with --quick)"),
         jobs: int = typer.Option(1, "--jobs", help="experiments run at once, each in its own process"),
         fresh: bool = typer.Option(False, "--fresh", help="ignore the cache of finished runs in OUT/cache"),
+        runs: Optional[Path] = typer.Option(None, "--runs", help="a folder of finished single runs to take "
+                                            "instead of training them (docs/claims/runs: the runs behind "
+                                            "the page's text rows)"),
     ) -> None:
         """Measure each claim of the seeds over several seeds and say whether it holds."""
         from ..errors import InputError
@@ -35,6 +38,8 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--jobs {jobs} must be at least 1")
         if out.exists() and not out.is_dir():
             raise InputError(f"--out {out} is a file; give a folder")
+        if runs is not None and not runs.is_dir():
+            raise InputError(f"--runs {runs} is not a folder; give one of finished runs, such as docs/claims/runs")
         if jobs > 1:  # a TERM signal must end the worker processes too (the pool's exit does it)
             import signal
             import sys
@@ -46,7 +51,7 @@ def register(app: typer.Typer) -> None:
         cached = [i for i in ids if cache is not None and registry.cache_path(
             cache, i, quick, seeds or registry.default_seeds(i, quick)).exists()]
         for row in registry.run_many(ids, quick, seeds, out / PLOT_DIR, jobs,
-                                     log=lambda msg: typer.echo(msg, err=True), cache_dir=cache):
+                                     log=lambda msg: typer.echo(msg, err=True), cache_dir=cache, archive=runs):
             typer.echo(f"[{row['id']}] {row['verdict']} ({row['seconds']:.1f} s)", err=True)
             done[row["id"]] = row
             rows = [done[i] for i in ids if i in done]  # the registry's order, whatever finished first
@@ -54,7 +59,8 @@ def register(app: typer.Typer) -> None:
             header = {"mode": "quick" if quick else "full", "seeds": seeds or "per experiment",
                       "seconds": time.perf_counter() - start, "machine": _machine(),
                       "command": f"glassformer ablate {which}{' --quick' if quick else ''}"
-                                 f"{f' --seeds {seeds}' if seeds else ''} --jobs {jobs}"}
+                                 f"{f' --seeds {seeds}' if seeds else ''} --jobs {jobs}"
+                                 f"{f' --runs {runs}' if runs else ''}"}
             write_report(rows, out, header, ids)
             write_json({**header, "jobs": jobs, "cached": cached, "finished": len(rows), "of": len(ids)},
                        out / "run.json")

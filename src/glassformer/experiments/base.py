@@ -32,6 +32,7 @@ class Context:
     log: Callable[[str], None] = print
     memo_dir: Path | None = None  # finished single runs, kept so that a long run can resume
     rates: dict[str, float] = field(default_factory=dict)  # each arm's chosen peak rate (issue 28 §2: printed)
+    archive: Path | None = None  # finished runs to take before training (`ablate --runs`, docs/claims/runs)
 
     def pick(self, quick, full):
         """The quick (CI) setting or the full one."""
@@ -51,10 +52,13 @@ class Context:
         if identity is not None:
             digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
             shared = self.memo_dir.parent / SHARED / f"{mode}.{digest}.json"
+        archived = None if shared is None or self.archive is None else self.archive / shared.name
         if path.exists():
             value = json.loads(path.read_text(encoding="utf-8"))
         elif shared is not None and shared.exists():
             value = json.loads(shared.read_text(encoding="utf-8"))["value"]
+        elif archived is not None and archived.exists():
+            value = archived_value(archived, identity)
         else:
             value = compute()
         if not path.exists():
@@ -65,6 +69,24 @@ class Context:
 
 
 SHARED = "shared"  # the folder, beside the rows' own (OUT/cache/runs/ROW), of runs any row may reuse
+
+
+def archived_value(path: Path, identity: dict) -> dict:
+    """The value of an archived run (a file of `Context.archive`, named as the shared cache names it),
+    once its own identity is the one asked for: a file renamed, edited or from another version of the
+    code is refused with one line instead of standing in for a run it is not."""
+    from ..errors import InputError
+
+    try:
+        kept = json.loads(path.read_text(encoding="utf-8"))
+        same, value = kept["identity"] == json.loads(json.dumps(identity)), kept["value"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise InputError(f"--runs: {path} is not a finished run ({type(e).__name__}); the folder should hold "
+                         "only files written by `glassformer ablate` in OUT/cache/runs/shared") from None
+    if not same or not isinstance(value, dict):
+        raise InputError(f"--runs: {path} holds another run than its name says (its identity differs); "
+                         "remove it or take the folder from the same version of glassformer")
+    return value
 
 
 def run_identity(cfg: ModelConfig, task, spec: TrainSpec, seed: int, evals: dict[str, list[tuple]]) -> dict:
