@@ -43,7 +43,8 @@ clean:
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
-# docs/claims.md, every row under the full protocol (hours on 2 cores; resumable: rerun to continue)
+# docs/claims.md, every row under the full protocol (hours on 2 cores; resumable: rerun to continue).
+# `make claims RUNS=docs/claims/runs` takes the committed single runs instead of training them again.
 claims: $(STAMP)
-	$(BIN)/glassformer ablate all --out runs/ablate --jobs 2
+	$(BIN)/glassformer ablate all --out runs/ablate --jobs 2 $(if $(RUNS),--runs $(RUNS))
 	$(BIN)/python scripts/claims_report.py runs/ablate
