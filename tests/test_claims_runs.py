@@ -41,7 +41,8 @@ def test_every_archived_run_is_filed_under_the_digest_of_its_identity():
     assert runs, "docs/claims/runs/ holds no runs"
     for name, run in runs.items():
         assert name == f"full.{_digest(run['identity'])}.json", name
-        assert run["value"] and all(isinstance(v, float) and math.isfinite(v) for v in run["value"].values()), name
+        numbers = [x for v in run["value"].values() for x in (v if isinstance(v, list) else [v])]
+        assert numbers and all(isinstance(x, float) and math.isfinite(x) for x in numbers), name
 
 
 def _chosen_rates(setup: str, arms: list[str]) -> dict[str, float]:
@@ -150,3 +151,29 @@ def test_a_damaged_archive_stops_with_one_line(damage, needle, tmp_path, monkeyp
     assert exit_.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert lines[-1].startswith("error: ") and needle in lines[-1], lines
+
+
+def test_a_finished_row_from_other_code_is_decided_again_from_its_still_valid_runs(tmp_path, monkeypatch):
+    """The finished-row cache (OUT/cache/ROW.quick.2seeds.json) used to be returned whatever the code had
+    become, so `make claims` after a row's redesign printed the old design. It is now kept with a digest
+    of the experiments' code: other code decides the row again, from the single runs that are still the
+    ones it asks for (here all of them: nothing trains)."""
+    from typer.testing import CliRunner
+
+    from glassformer.cli import app
+    from glassformer.experiments import registry
+
+    out = tmp_path / "out"
+    runner = CliRunner()
+    assert runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(out)]).exit_code == 0
+    again = runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(out)])
+    assert "cached:" in again.output
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a run whose identity did not change was trained again")
+    monkeypatch.setattr(base, "run_tagging", no_training)
+    monkeypatch.setattr(registry, "code_digest", lambda: "other code")
+    third = runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(out)])
+    assert third.exit_code == 0, third.output
+    assert "cached:" not in third.output and "code changed since" in third.output
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["cached"] == []

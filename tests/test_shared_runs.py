@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from types import SimpleNamespace
 
+import pytest
 from typer.testing import CliRunner
 
 from glassformer.cli import app
@@ -46,9 +47,51 @@ def test_an_arm_two_rows_both_need_trains_once_and_anything_that_differs_trains_
     run_arms(_ctx(tmp_path, "row-f"), {"a": (common, lambda: base.build_model(common))}, spec, (64,), task)
     assert len(calls) == 2 + 4 * 2
     assert calls[-1][-1] and not any(c[-1] for c in calls[:-2])
-    # each shared file says which run it holds
+    # each shared file says which run it holds; the arm with its own builder is kept too, under an identity
+    # that names the row and key that built it (so that it persists in an archive and no other row takes it)
     kept = [json.loads(p.read_text()) for p in (tmp_path / "runs" / base.SHARED).iterdir()]
-    assert len(kept) == 2 * 4 and {k["identity"]["config"]["d_ff"] for k in kept} == {128, 512}
+    assert len(kept) == 2 * 5 and {k["identity"]["config"]["d_ff"] for k in kept} == {128, 512}
+    assert sorted(k["identity"].get("built_by", "") for k in kept)[-2:] == ["row-f/a.s0", "row-f/a.s1"]
+
+
+@pytest.mark.parametrize("own_builder", [False, True])
+def test_a_changed_arm_trains_again_under_its_old_name_in_the_same_row(own_builder, tmp_path, monkeypatch):
+    """A row's own cache used to keep a run under its name alone ("ARM.sSEED"): a row whose arm changed
+    (a wider model, a longer budget) and was rerun into the same --out read the old runs and printed them
+    as the new design's. Every run with an identity is now kept under its digest, in the row's folder too,
+    whether or not the arm has a builder of its own."""
+    calls = []
+    monkeypatch.setattr(base, "run_tagging", _counting_run(calls))
+    task = CharTextTask()
+    short, long_ = (TrainSpec(steps=n, batch_size=8, lr=1e-3, warmup=2) for n in (4, 8))
+
+    def arm(cfg):
+        return {"arm": (cfg, (lambda: base.build_model(cfg)) if own_builder else None)}
+    narrow, wider = text_config(task.vocab_size), text_config(task.vocab_size, d_ff=1024)
+    run_arms(_ctx(tmp_path, "row"), arm(narrow), short, (64,), task)
+    assert len(calls) == 2
+    run_arms(_ctx(tmp_path, "row"), arm(wider), short, (64,), task)
+    assert len(calls) == 4  # the wider arm trained: it did not read the narrow arm's runs
+    run_arms(_ctx(tmp_path, "row"), arm(wider), long_, (64,), task)
+    assert len(calls) == 6  # nor did a longer budget
+    run_arms(_ctx(tmp_path, "row"), arm(wider), long_, (64,), task)
+    assert len(calls) == 6  # the same arm again: cached
+
+
+def test_a_changed_arm_sweeps_its_rate_again(tmp_path, monkeypatch):
+    """The same for the learning-rate sweep of an arm (kept whole under the arm's name before)."""
+    calls = []
+    monkeypatch.setattr(base, "run_tagging", _counting_run(calls))
+    task = CharTextTask()
+    spec = TrainSpec(steps=4, batch_size=8, lr=1e-3, warmup=2)
+    ctx = base.Context(quick=False, seeds=[0], out_dir=tmp_path, log=lambda s: None, memo_dir=tmp_path / "runs" / "r")
+    base.best_lr(ctx, "arm", text_config(task.vocab_size), task, spec)
+    swept = len(calls)
+    assert swept >= len(base.LR_GRID) * len(base.SWEEP_SEEDS)
+    base.best_lr(ctx, "arm", text_config(task.vocab_size), task, spec)
+    assert len(calls) == swept
+    base.best_lr(ctx, "arm", text_config(task.vocab_size, n_heads=4), task, spec)
+    assert len(calls) > swept
 
 
 def test_a_shared_run_is_the_run_the_row_would_train_on_its_own(tmp_path):

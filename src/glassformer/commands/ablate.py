@@ -48,8 +48,8 @@ def register(app: typer.Typer) -> None:
         done: dict[str, dict] = {}
         cache = None if fresh else out / "cache"
         # rows already finished before this call: the wall time below is from scratch only without them
-        cached = [i for i in ids if cache is not None and registry.cache_path(
-            cache, i, quick, seeds or registry.default_seeds(i, quick)).exists()]
+        cached = [i for i in ids if cache is not None and registry.cached_row(registry.cache_path(
+            cache, i, quick, seeds or registry.default_seeds(i, quick))) is not None]
         for row in registry.run_many(ids, quick, seeds, out / PLOT_DIR, jobs,
                                      log=lambda msg: typer.echo(msg, err=True), cache_dir=cache, archive=runs):
             typer.echo(f"[{row['id']}] {row['verdict']} ({row['seconds']:.1f} s)", err=True)

@@ -38,21 +38,28 @@ class Context:
         """The quick (CI) setting or the full one."""
         return quick if self.quick else full
 
-    def memo(self, key: str, compute: Callable[[], dict], identity: dict | None = None) -> dict:
+    def memo(self, key: str, compute: Callable[[], dict], identity: dict | None = None, share: bool = True) -> dict:
         """`compute()` (a JSON-able dict of one run's numbers), or its cached result under `key`.
 
-        With `identity` (everything that decides the run: `run_identity`), the result is also kept
-        under a digest of it in a cache that every row reads (`SHARED`): a run that two rows both
-        need (the text rows' common arm: d_model 128, 8 heads, Post-LN, d_ff 512) trains once."""
+        With `identity` (everything that decides the run: `run_identity`), the run is kept under a
+        digest of it, so that a changed config, spec, seed or test set trains again instead of
+        reading a stale run kept under the same name (the row's own file carries the digest too),
+        and in a cache that every row reads (`SHARED`): a run that two rows both need (the text
+        rows' common arm: d_model 128, 8 heads, Post-LN, d_ff 512) trains once. `share=False`: the
+        run has a builder of its own that the identity cannot see (real-ffn's FFN-less model), so
+        its identity also names the row and key that built it, and no other row takes it."""
         if self.memo_dir is None:
             return compute()
         mode = "quick" if self.quick else "full"
         path = self.memo_dir / f"{mode}.{key}.json"
-        shared = None
+        shared = archived = None
         if identity is not None:
+            if not share:
+                identity = {**identity, "built_by": f"{self.memo_dir.name}/{key}"}
             digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+            path = self.memo_dir / f"{mode}.{key}.{digest}.json"
             shared = self.memo_dir.parent / SHARED / f"{mode}.{digest}.json"
-        archived = None if shared is None or self.archive is None else self.archive / shared.name
+            archived = None if self.archive is None else self.archive / shared.name
         if path.exists():
             value = json.loads(path.read_text(encoding="utf-8"))
         elif shared is not None and shared.exists():
@@ -227,8 +234,8 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
         # each run kept as it finishes: a sweep of a long row (8+ runs of minutes each) that is
         # interrupted resumes at its next run, not at its first
         spec_lr = dataclasses.replace(spec, lr=lr)
-        identity = None if make_model is not None or cfg is None else run_identity(cfg, task, spec_lr, seed, valid)
-        return ctx.memo(f"lr-sweep-valid.{key}.{lr:g}.s{seed}", compute, identity)["loss"]
+        identity = None if cfg is None else run_identity(cfg, task, spec_lr, seed, valid)
+        return ctx.memo(f"lr-sweep-valid.{key}.{lr:g}.s{seed}", compute, identity, share=make_model is None)["loss"]
 
     def sweep() -> dict:
         losses = {str(lr): [one(lr, seed) for seed in SWEEP_SEEDS] for lr in LR_GRID}
@@ -238,7 +245,12 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
                     break
                 losses[str(lr)] = [one(lr, seed) for seed in SWEEP_SEEDS]
         return losses
-    losses = ctx.memo(f"lr-sweep-valid.{key}", sweep)
+    # the whole sweep, under what decides it (the arm's config, the spec but its rate, the validation
+    # windows, the grid and the seeds): a changed arm sweeps again instead of reusing a stale choice
+    identity = None if cfg is None else {
+        "sweep_of": run_identity(cfg, task, dataclasses.replace(spec, lr=0.0), -1, valid),
+        "grid": [LR_GRID, LR_EXTEND_UP, LR_EXTEND_DOWN], "seeds": list(SWEEP_SEEDS)}
+    losses = ctx.memo(f"lr-sweep-valid.{key}", sweep, identity, share=make_model is None)
     best = choose_lr(losses)
     tried = sorted(map(float, losses))
     edge = "" if float(best) not in (tried[0], tried[-1]) else " (an end of the grid, after extending it)"

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .base import SWEEP_SEED, SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import SWEEP_SEED, SWEEP_WORDS, Context, Outcome, best_lr, run_identity, run_tagging, seeded, tiny_config
 from .ffn import _model
 from .report import line_plot
 from .runner import IGNORE, TrainSpec
@@ -133,7 +133,9 @@ def run(ctx: Context) -> Outcome:
                     r = run_tagging(config(arm), task, replace(spec, lr=lrs[arm]), seed, {"facts": task.all_facts()},
                                     model=seeded(make(arm), seed))
                     return {"recall": r.metrics["facts"]["accuracy"]}
-                recalls.append(ctx.memo(f"{key}.N{n}.s{seed}", one_run)["recall"])
+                facts = {"facts": task.all_facts()}
+                identity = run_identity(config(arm), task, replace(spec, lr=lrs[arm]), seed, facts)
+                recalls.append(ctx.memo(f"{key}.N{n}.s{seed}", one_run, identity, share=False)["recall"])
             ctx.log(f"{arm}, N={n}: recall {[round(x, 3) for x in recalls]} ({params[arm]} parameters)")
             variants.append(Variant(f"{arm}, N={n}", "fraction of the N facts recalled", recalls))
             means[arm] = sum(recalls) / len(recalls)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from .base import Context, Outcome, best_lr, run_tagging, tiny_config
+from .base import Context, Outcome, best_lr, run_identity, run_tagging, tiny_config
 from .runner import IGNORE, TrainSpec
 from .verdict import Check, Variant
 
@@ -82,7 +82,8 @@ def run(ctx: Context) -> Outcome:
             cfg = tiny_config(task.vocab_size, n_layers=depth, residual=residual, norm_position="pre")
             lrs[name] = best_lr(ctx, name.replace(" ", "_"), cfg, task, spec)
             accs = [ctx.memo(f"{name.replace(' ', '_')}.s{seed}", lambda s=seed: {"acc": run_tagging(
-                cfg, task, replace(spec, lr=lrs[name]), s, evals).metrics["test"]["accuracy"]})["acc"]
+                cfg, task, replace(spec, lr=lrs[name]), s, evals).metrics["test"]["accuracy"]},
+                run_identity(cfg, task, replace(spec, lr=lrs[name]), seed, evals), share=False)["acc"]
                 for seed in ctx.seeds]
             ctx.log(f"{name}: query accuracy {[round(a, 3) for a in accs]}")
             variants.append(Variant(name, f"query accuracy ({task.hops} hops, chance {task.chance:.3f})", accs))

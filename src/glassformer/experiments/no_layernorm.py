@@ -32,7 +32,7 @@ from torch import nn
 from ..config import ModelConfig
 from ..nn import build_model
 from ..nn.norms import LayerNorm
-from .base import Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import Context, Outcome, best_lr, run_identity, run_tagging, seeded, tiny_config
 from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec, evaluate_tagging
 from .synthetic import TaggingTask
@@ -105,7 +105,9 @@ def run(ctx: Context) -> Outcome:
                 init = evaluate_tagging(model, evals["test"])["loss"]
                 r = run_tagging(cfg, task, replace(spec, lr=lrs[arm]), seed, evals, model=model)
                 return {"acc": r.metrics["test"]["accuracy"], "init": init, "losses": r.result.losses}
-            runs = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s)) for seed in ctx.seeds]
+            runs = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s),
+                             run_identity(cfg, task, replace(spec, lr=lrs[arm]), seed, evals), share=False)
+                    for seed in ctx.seeds]
             accs, inits[arm] = [r["acc"] for r in runs], [r["init"] for r in runs]
             curves[arm] = smooth(mean_curve([r["losses"] for r in runs]))
             ctx.log(f"{arm}: accuracy {[round(a, 3) for a in accs]}")

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 
-from .base import Context, Outcome, run_tagging, tiny_config
+from .base import Context, Outcome, run_identity, run_tagging, tiny_config
 from .report import line_plot, mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
@@ -99,7 +99,8 @@ def run(ctx: Context) -> Outcome:
                     return {"final": None if r.diverged else r.final_loss(), "diverged": r.diverged,
                             "rebound": min(rebound(r.losses), 10 * init_loss),
                             "curve": [x if math.isfinite(x) else None for x in r.losses]}
-                runs = [ctx.memo(f"{position}.{'w' if warmup else 'nw'}.lr{lr:g}.s{seed}", lambda s=seed: one(s))
+                runs = [ctx.memo(f"{position}.{'w' if warmup else 'nw'}.lr{lr:g}.s{seed}", lambda s=seed: one(s),
+                                 run_identity(cfg_of[position], t, spec, seed, {}), share=False)
                         for seed in ctx.seeds]
                 finals[lr] = [math.inf if r["final"] is None else r["final"] for r in runs]
                 diverged[lr] = [float(r["diverged"]) for r in runs]

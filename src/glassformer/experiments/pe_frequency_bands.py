@@ -38,7 +38,7 @@ from torch import nn
 from ..nn import EncoderModel
 from ..nn.model import OutputHead
 from ..nn.positional import SinusoidalPE
-from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import SWEEP_WORDS, Context, Outcome, best_lr, run_identity, run_tagging, seeded, tiny_config
 from .report import mean_curve, smooth, step_plot
 from .runner import TrainSpec
 from .synthetic import TaggingTask
@@ -142,7 +142,9 @@ def run(ctx: Context) -> Outcome:
             def one(seed: int) -> dict:
                 r = run_tagging(cfg, task, replace(train_spec, lr=lr), seed, evals, model=seeded(make, seed))
                 return {"acc": r.metrics["test"]["accuracy"], "losses": r.result.losses}
-            runs = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s)) for seed in ctx.seeds]
+            runs = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s),
+                             run_identity(cfg, task, replace(train_spec, lr=lr), seed, evals), share=False)
+                    for seed in ctx.seeds]
             accs = [r["acc"] for r in runs]
             ctx.log(f"{name} {arm} (lr {lr}): accuracy {[round(a, 3) for a in accs]}")
             variants.append(Variant(f"{name}: {arm}", f"test token accuracy, {name} (chance {task.chance:.3f})", accs))

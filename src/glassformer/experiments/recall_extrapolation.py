@@ -29,7 +29,7 @@ from typing import Callable
 import torch
 
 from ..nn import build_model
-from .base import Context, Outcome, best_lr, run_tagging, seeded, tiny_config
+from .base import Context, Outcome, best_lr, run_identity, run_tagging, seeded, tiny_config
 from .pe_extrapolation import side_scores, token_scale_positions
 from .report import line_plot
 from .runner import IGNORE, PAD, TrainSpec, evaluate_tagging
@@ -213,7 +213,10 @@ def _arm(ctx: Context, task: RecallTask, pe: str, spec: TrainSpec, evals: dict, 
             sides = side_scores(model, evals[n], TRAIN_LEN)
             out[str(n)], out[f"within {n}"] = sides["beyond"]["accuracy"], sides["within"]["accuracy"]
         return out
-    per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s)) for seed in ctx.seeds]
+    scored = {str(n): batches for n, batches in evals.items()}
+    per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s),
+                         run_identity(cfg, task, replace(spec, lr=lrs[key]), seed, scored), share=False)
+                for seed in ctx.seeds]
     ctx.log(f"{key}: " + "; ".join(f"{n}: {[round(p[str(n)], 3) for p in per_seed]}"
                                    for n in (TRAIN_LEN,) + TEST_LENS))
     return per_seed

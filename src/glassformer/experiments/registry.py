@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import math
@@ -116,9 +117,13 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
     mod = module(exp_id)
     if cache_dir is not None:
         done = cache_path(cache_dir, exp_id, quick, len(seeds))
-        if done.exists():
+        kept = cached_row(done)
+        if kept is not None:
             log(f"cached: {done}")
-            return json.loads(done.read_text(encoding="utf-8"))
+            return kept
+        if done.exists():  # a row finished by other code (a redesigned arm, a new check): decided again,
+            # from its single runs where they are still the runs the code asks for (Context.memo's identities)
+            log(f"the experiments' code changed since {done} was written: running the row again")
     torch.set_num_threads(1)  # tiny models: threads cost more than they give, and runs stay comparable
     ctx = Context(quick=quick, seeds=seeds, out_dir=out_dir, log=log,
                   memo_dir=None if cache_dir is None else cache_dir / "runs" / exp_id, archive=archive)
@@ -136,8 +141,26 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
            "extra": outcome.extra, "gate": outcome.gate}
     row = clean(row)
     if cache_dir is not None:
-        atomic_write(cache_path(cache_dir, exp_id, quick, len(seeds)), json.dumps(row, ensure_ascii=False))
+        atomic_write(cache_path(cache_dir, exp_id, quick, len(seeds)),
+                     json.dumps({**row, "code": code_digest()}, ensure_ascii=False))
     return row
+
+
+def cached_row(path: Path) -> dict | None:
+    """The finished row kept at `path`, if the experiments' code that wrote it is the code now."""
+    if not path.exists():
+        return None
+    kept = json.loads(path.read_text(encoding="utf-8"))
+    return kept if kept.pop("code", None) == code_digest() else None
+
+
+def code_digest() -> str:
+    """A digest of the experiments package's source (every module of it): what a finished row's
+    cache must match to be returned as it was."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + path.read_bytes())
+    return h.hexdigest()[:20]
 
 
 def _worker(args) -> dict:

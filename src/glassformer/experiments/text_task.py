@@ -139,11 +139,12 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
             r = run_tagging(cfg, task, replace(spec, lr=lr), seed, evals, model=seeded(make, seed))
             return {n: m["loss"] for n, m in r.metrics.items()}
 
-        def identity(seed: int) -> dict | None:
-            # an arm built from its config alone is kept for other rows too (base.run_identity): the
-            # text rows share their common arm, so that each row's own runs are only its other arms
-            return None if make is not None else run_identity(cfg, task, replace(spec, lr=lr), seed, evals)
-        per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s), identity(seed)) for seed in ctx.seeds]
+        def identity(seed: int) -> dict:
+            return run_identity(cfg, task, replace(spec, lr=lr), seed, evals)
+        # an arm built from its config alone is kept for other rows too (base.run_identity): the text
+        # rows share their common arm, so that each row's own runs are only its other arms
+        per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s), identity(seed), share=make is None)
+                    for seed in ctx.seeds]
         out[name] = {n: [p[str(n)] for p in per_seed] for n in lengths}
         ctx.log(f"{name} (lr {lr}): " + ", ".join(f"len {n}: {[round(x, 3) for x in out[name][n] if x]}"
                                                   for n in lengths))
