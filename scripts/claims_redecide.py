@@ -235,12 +235,18 @@ GATE_COST = (
     "steps and h = 16 at 1e-2 1.745 after 5,000, below the gate; at d_model 64 × 2, h = 16 at 1e-2 is still at "
     "1.818 after 8,000; with no positional encoding d_model 128 plateaus near 2.32 (4,000 steps), so `real-pe`'s "
     "`none` arm cannot meet the gate at any budget tried. So the text rows move to d_model 128 and 5,000 steps "
-    "(text_task.D_MODEL, STEPS), one row at a time: `dk-sweet-spot` is measured there (its gate met; its seconds "
-    "are the sum of its 39 runs' one-core times, from the cached runs' file times over two sessions, not one "
-    "process's wall time); `real-heads` (h = 1, 8, 16) and `real-ffn` are widened in the code and share its "
-    "runs (its d_k = 16 arm is their h = 8 and d_ff = 4× arm, its d_k = 128 arm `real-heads`' h = 1: one "
-    "config, spec, seed and test windows, trained once), and wait for their own arms' runs; `real-pe` and "
-    "`real-norm` stay at 600 steps at d_model 64 and not tested (their gates say so).")
+    "(text_task.D_MODEL, STEPS), one row at a time: `dk-sweet-spot` and `real-heads` (h = 1, 8, 16) are measured "
+    "there (their gates met; their seconds are the sums of their runs' one-core times, from the cached runs' file "
+    "times, not one process's wall time). They share runs: dk-sweet-spot's d_k = 16 arm is real-heads' h = 8 and "
+    "its d_k = 128 arm real-heads' h = 1 (one config, spec, seed and test windows, trained once). `real-ffn` is "
+    "widened in the code (its d_ff = 4× arm is that h = 8 arm) and waits for its no-FFN and d_ff = 1× arms. "
+    "`real-pe` (d_model 128, 5,000 steps; its loss at 4L now on the positions past L only; `none` left out of "
+    "its gate, with that plateau as the reason) and `real-norm` (d_model 128 × 4 layers, 3,000 steps, where a "
+    "pilot put four layers under the 4-gram; its Post-LN-without-warmup arm, the one the claim says fails, left "
+    "out of its gate) are widened in the code and wait for their runs: the page still shows their rows at 600 "
+    "steps and d_model 64, not tested (their gates say so). The single runs of the rows measured at d_model "
+    "128 are in docs/claims/runs/ (`glassformer ablate ID --out DIR --runs docs/claims/runs` rebuilds such a "
+    "row from them in seconds).")
 
 
 def swept_status(base_status: str, rows: list[dict], added: set[str]) -> str:

@@ -44,7 +44,8 @@ DELTAS: dict[tuple[str, str], Delta] = {
         _table3(5.29, 4.92, "Vaswani et al. 2017 Table 3 (A), h=1 PPL 5.29 vs base h=8 4.92"),
     ("real-heads", "16 heads (d_k = 8) beat 8 heads (d_k = 16)"):
         _table3(4.92, 4.91, "Vaswani et al. 2017 Table 3 (A), base h=8 PPL 4.92 vs h=16 4.91"),
-    # the row's checks at d_model 64 (h = 1, 4, 16), as published until its rerun at d_model 128
+    # the row's checks at d_model 64 (h = 1, 4, 16): the first full report's (docs/claims_issue12.md), which
+    # scripts/claims_redecide.py re-decides without --base
     ("real-heads", "4 heads beat 1 head on text"):
         _table3(5.29, 5.00, "Vaswani et al. 2017 Table 3 (A), h=1 PPL 5.29 vs h=4 5.00"),
     ("real-heads", "16 heads (d_k = 4) beat 4 heads (d_k = 16)"):
