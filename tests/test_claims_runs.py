@@ -25,8 +25,11 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "docs" / "claims" / "runs"
 MEASURED = ROOT / "docs" / "claims" / "measured"
 # the text rows whose runs are archived, and each arm's config from its name (the rows build them so)
-ROWS = {"real-heads": lambda vocab, arm: text_config(vocab, n_heads=int(re.search(r"h=(\d+)", arm)[1])),
-        "dk-sweet-spot": lambda vocab, arm: text_config(vocab, n_heads=int(re.search(r"h=(\d+)", arm)[1]))}
+def _heads_arm(vocab: int, arm: str):
+    return text_config(vocab, n_heads=int(re.search(r"h=(\d+)", arm)[1]))
+
+
+ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm}
 
 
 def _digest(identity: dict) -> str:

@@ -79,14 +79,17 @@ def text_baselines(corpus: str = "fortunes-en") -> tuple[float, ...]:
     return tuple(ngram_losses(fit.numpy() - FIRST_CHAR, valid.numpy() - FIRST_CHAR, vocab))
 
 
+def finite_mean(xs: list[float | None]) -> float:
+    """The mean of an arm's finite losses (a diverged seed has none); inf when no seed has one."""
+    finite = [x for x in xs if x is not None and math.isfinite(x)]
+    return sum(finite) / len(finite) if finite else math.inf
+
+
 def gate_text(losses: dict[str, list[float | None]], baselines: tuple[float, ...]) -> dict:
     """The gate of a text row: every arm's mean held-out loss below the 4-gram's."""
     bar = baselines[GATE_ORDER - 1]
     shown = ", ".join(f"{n + 1}-gram {b:.3f}" for n, b in enumerate(baselines))
-    means = {}
-    for arm, xs in losses.items():
-        finite = [x for x in xs if x is not None and math.isfinite(x)]
-        means[arm] = sum(finite) / len(finite) if finite else math.inf
+    means = {arm: finite_mean(xs) for arm, xs in losses.items()}
     worst = max(means, key=means.get)
     passed = means[worst] < bar
     verb = "met" if passed else "failed"

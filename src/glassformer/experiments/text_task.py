@@ -13,7 +13,6 @@ through the same trainer and learning-rate sweep as the synthetic ones.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -176,13 +175,11 @@ def text_gate(losses: dict, train_len: int, left_out: dict[str, str] | None = No
     """The quality gate of a text row (issue 28 §2): every arm's held-out loss at the training
     length below the character 4-gram of the same split; the 1–5-gram baselines are in the text.
     `left_out`: arms the gate does not require, each with the measured reason (said in the gate)."""
-    from .ngram import gate_text, text_baselines
+    from .ngram import finite_mean, gate_text, text_baselines
 
     left_out = left_out or {}
     text = gate_text({arm: by_len[train_len] for arm, by_len in losses.items() if arm not in left_out},
                      text_baselines())["text"]
-    def mean(xs):
-        finite = [x for x in xs if x is not None and math.isfinite(x)]
-        return f"{sum(finite) / len(finite):.3f}" if finite else "no finite loss"
-    return text + "".join(f"; not required of `{arm}` ({mean(losses[arm][train_len])} here): {why}"
-                          for arm, why in left_out.items())
+    means = {arm: finite_mean(losses[arm][train_len]) for arm in left_out}
+    shown = {arm: f"{m:.3f}" if m < float("inf") else "no finite loss" for arm, m in means.items()}
+    return text + "".join(f"; not required of `{arm}` ({shown[arm]} here): {why}" for arm, why in left_out.items())
