@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from glassformer.experiments import base
-from glassformer.experiments.text_task import CharTextTask, text_config, text_spec
+from glassformer.experiments.text_task import D_MODEL, CharTextTask, text_config, text_spec
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "docs" / "claims" / "runs"
@@ -29,7 +29,20 @@ def _heads_arm(vocab: int, arm: str):
     return text_config(vocab, n_heads=int(re.search(r"h=(\d+)", arm)[1]))
 
 
-ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm}
+def _ffn_arm(vocab: int, arm: str):
+    return text_config(vocab) if arm == "d_ff=4×" else text_config(vocab, d_ff=D_MODEL)  # no FFN: d_ff 1×'s config
+
+
+ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm, "real-ffn": _ffn_arm}
+# an arm with a builder of its own (real-ffn's FFN-less model) is kept under an identity that also names the
+# row and the run's key (Context.memo with share=False), so that no other row takes it for its config's run
+OWN_BUILDER = {("real-ffn", "no FFN")}
+
+
+def _identity(row: str, arm: str, identity: dict, key: str) -> dict:
+    if (row, arm) not in OWN_BUILDER:
+        return identity
+    return {**identity, "built_by": f"{row}/{key.replace('{arm}', arm.replace(' ', '_'))}"}
 
 
 def _digest(identity: dict) -> str:
@@ -76,19 +89,21 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
         cfg = ROWS[row](task.vocab_size, arm)
         for seed, value in zip(published["seeds"], variant["values"]):
             identity = base.run_identity(cfg, task, dataclasses.replace(spec, lr=rates[arm]), seed, evals)
+            identity = _identity(row, arm, identity, f"{{arm}}.s{seed}")
             run = runs.get(f"full.{_digest(identity)}.json")
             assert run is not None, f"{row} {arm} seed {seed}: no archived run has the identity the code computes"
             assert run["value"][str(L)] == value, (row, arm, seed)
         sweep = {}
         for lr in base.LR_GRID + base.LR_EXTEND_UP + base.LR_EXTEND_DOWN:
-            identities = [base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid) for s in base.SWEEP_SEEDS]
+            identities = [_identity(row, arm, base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid),
+                                    f"lr-sweep-valid.{{arm}}.{lr:g}.s{s}") for s in base.SWEEP_SEEDS]
             found = [runs.get(f"full.{_digest(i)}.json") for i in identities]
             if all(found):
                 sweep[str(lr)] = [r["value"]["loss"] for r in found]
         if all(str(lr) in sweep for lr in base.LR_GRID):
             swept += 1
             assert float(base.choose_lr(sweep)) == rates[arm], (row, arm, sweep)
-    if row == "real-heads":  # measured with its archive: every arm's sweep is in it
+    if row in ("real-heads", "real-ffn"):  # measured with the archive: every arm's sweep is in it
         assert swept == len(published["variants"])
 
 
@@ -181,3 +196,22 @@ def test_a_finished_row_from_other_code_is_decided_again_from_its_still_valid_ru
     assert third.exit_code == 0, third.output
     assert "cached:" not in third.output and "code changed since" in third.output
     assert json.loads((out / "run.json").read_text(encoding="utf-8"))["cached"] == []
+
+
+# ---- docs/claims/measured/ROW/run.json: the command's own record agrees with the seconds on the page ----
+@pytest.mark.parametrize("row", sorted(p.parent.name for p in MEASURED.glob("*/run.json")))
+def test_each_measured_folder_says_where_its_seconds_came_from(row):
+    """The seconds a row shows on the page (results.json, summed into the page's budget) are the command's
+    wall time in run.json, unless run.json says otherwise: the row came from a cache (`cached`, then the
+    command's own seconds are only the assembly) or a note says how the row's seconds were summed from
+    its runs (`seconds_note`, with the same seconds). A folder whose results were replaced and whose run.json
+    was not (real-heads until 2026-12-06: 1,365 s of a d_model-64 run beside 7,204 s) fails."""
+    run = json.loads((MEASURED / row / "run.json").read_text(encoding="utf-8"))
+    [published] = json.loads((MEASURED / row / "results.json").read_text(encoding="utf-8"))
+    if row in run.get("cached", []):
+        return
+    if "seconds_note" in run:
+        assert run["seconds"] == published["seconds"] and len(run["seconds_note"]) > 40
+        return
+    assert run["seconds"] == pytest.approx(published["seconds"], abs=1.0), (run["seconds"], published["seconds"])
+    assert row in run["command"]

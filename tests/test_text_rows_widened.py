@@ -94,3 +94,22 @@ def test_real_norm_leaves_out_only_the_arm_its_main_checks_expect_to_lose(monkey
     [left_out] = real_norm.GATE_LEFT_OUT
     assert all(c.worse == left_out for c in outcome.checks if c.main)
     assert outcome.gate.startswith("met:") and f"not required of `{left_out}`" in outcome.gate
+
+
+def test_real_ffn_reads_its_gate_on_the_arm_the_claim_is_about(monkeypatch):
+    """real-ffn leaves out of its gate exactly the arms its checks say are weaker (no FFN, d_ff 1×), each with
+    what twice the budget gave it; the d_ff 4× arm is still required: above the 4-gram, the row fails it."""
+    from glassformer.experiments import real_ffn
+    bar = text_baselines()[3]
+    given = {"no FFN": 1.93, "d_ff=1×": 1.84, "d_ff=4×": bar - 0.09}
+
+    def fake_arms(ctx, arms, spec, lengths, task=None, beyond=False):
+        return {name: {lengths[0]: [given[name]] * 2} for name in arms}
+    monkeypatch.setattr(real_ffn, "run_arms", fake_arms)
+    ctx = base.Context(quick=False, seeds=[0, 1], out_dir=None, log=lambda s: None)
+    outcome = real_ffn.run(ctx)
+    assert set(real_ffn.GATE_LEFT_OUT) == {c.worse for c in outcome.checks}
+    assert outcome.gate.startswith("met:")
+    assert "not required of `no FFN` (1.930 here)" in outcome.gate and "10,000 steps" in outcome.gate
+    given["d_ff=4×"] = bar + 0.01
+    assert real_ffn.run(ctx).gate.startswith("failed:")

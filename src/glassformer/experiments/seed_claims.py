@@ -142,8 +142,9 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
                                 "model (3 attention layers, no FFN)"),),
       why="`ffn-capacity`'s parameter-matched check decides: the FFN of 4× (58,560 parameters) against 3 attention "
           "layers without an FFN (59,264: same width, embeddings and head, the FFN's parameters given to attention); "
-          "every 'FFN beats no FFN' check (`ffn`, `real-ffn`, `ffn-capacity`) also adds 33k parameters, so it cannot "
-          "tell the FFN from its size. N = 16,384 facts puts both matched arms far from the ceiling (at 4,096 both "
+          "every 'FFN beats no FFN' check (`ffn`, `real-ffn`, `ffn-capacity`) also adds the FFN's parameters (33k in "
+          "`ffn`; 263k in `real-ffn`, whose FFN-less model has 163k), so it cannot tell the FFN from its size. "
+          "N = 16,384 facts puts both matched arms far from the ceiling (at 4,096 both "
           "recalled all but ~0.4%); there the deeper attention-only model recalls as much as the FFN, so the claim "
           "that the FFN is where the capacity lies is not borne out at matched size. The wider matched arm "
           "(d_model 104) recalls far less than either: how the parameters are spent matters more than FFN or not"),
