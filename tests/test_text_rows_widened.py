@@ -70,6 +70,7 @@ def test_an_arm_left_out_of_the_gate_is_named_with_its_mean_and_reason():
     assert text_gate(losses, 64).startswith("failed:")
     gate = text_gate(losses, 64, {"none": "it plateaus"})
     assert gate.startswith("met:") and "not required of `none` (2.400 here): it plateaus" in gate
+    assert "of every arm but the 1 named after it below" in gate and "every arm's mean" not in gate
     losses["rope"] = {64: [bar + 0.01] * 3}  # an arm the gate does require still fails it
     assert text_gate(losses, 64, {"none": "it plateaus"}).startswith("failed:")
 
