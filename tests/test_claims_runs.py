@@ -215,3 +215,24 @@ def test_each_measured_folder_says_where_its_seconds_came_from(row):
         return
     assert run["seconds"] == pytest.approx(published["seconds"], abs=1.0), (run["seconds"], published["seconds"])
     assert row in run["command"]
+
+
+def test_the_merge_script_writes_the_same_seconds_and_the_note_into_both_files(tmp_path):
+    """scripts/claims_merge_row.py, the way a re-measured row reaches docs/claims/measured/: results.json and
+    run.json both get the row's seconds and run.json the note (stop 55's hand-written merge built the note
+    and never wrote run.json); an OUT folder of another row stops with one line."""
+    import importlib.util
+    import shutil
+
+    spec = importlib.util.spec_from_file_location("claims_merge_row", ROOT / "scripts" / "claims_merge_row.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    out = tmp_path / "out"
+    shutil.copytree(MEASURED / "real-ffn", out)
+    note = "one-core seconds of the runs only this row needs, summed from the cached runs' file times"
+    folder = script.merge("real-ffn", out, 1234.0, note, tmp_path / "measured")
+    [row] = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    run = json.loads((folder / "run.json").read_text(encoding="utf-8"))
+    assert row["seconds"] == run["seconds"] == 1234.0 and run["seconds_note"] == note
+    with pytest.raises(SystemExit, match="not the row 'real-pe'"):
+        script.merge("real-pe", out, 1.0, note, tmp_path / "measured")

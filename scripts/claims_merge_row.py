@@ -1,0 +1,64 @@
+"""Put one re-measured text row on the claims page: docs/claims/measured/ROW/ from an `ablate` folder.
+
+Usage: python scripts/claims_merge_row.py ROW OUT --seconds S --note TEXT [--measured DIR] [--no-page]
+
+OUT is the --out folder of `glassformer ablate ROW --out OUT --runs docs/claims/runs` (its results.json and
+run.json). A row assembled from archived runs took seconds to assemble, so the seconds the page shows (and
+sums into its budget, issue 28 §7) are S, the one-core time of the runs only this row needs, and TEXT says
+how they were summed. Both files get S — the page's seconds and run.json's must agree, or run.json carries
+the note that says why (tests/test_claims_runs.py checks every measured folder) — then the page is
+regenerated from the published docs/claims.json with every measured folder (scripts/claims_redecide.py
+--base), unless --no-page.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def merge(row: str, out: Path, seconds: float, note: str, measured: Path) -> Path:
+    results, run = (json.loads((out / name).read_text(encoding="utf-8")) for name in ("results.json", "run.json"))
+    if [r["id"] for r in results] != [row]:
+        sys.exit(f"{out}/results.json holds {[r['id'] for r in results]}, not the row {row!r}: give the --out folder "
+                 f"of `glassformer ablate {row}`")
+    if len(note) < 40:
+        sys.exit("--note: say how the seconds were summed (which runs, from what times), in a sentence or more")
+    for r in results:
+        r["seconds"] = seconds
+    run.update(seconds=seconds, seconds_note=note,
+               command=run["command"].replace(f"{ROOT}/", ""))  # the archive named as in the repository
+    folder = measured / row
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in (("results.json", results), ("run.json", run)):
+        (folder / name).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+    return folder
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("row")
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--seconds", type=float, required=True)
+    ap.add_argument("--note", required=True)
+    ap.add_argument("--measured", type=Path, default=ROOT / "docs" / "claims" / "measured")
+    ap.add_argument("--no-page", action="store_true")
+    args = ap.parse_args()
+    folder = merge(args.row, args.out, args.seconds, args.note, args.measured)
+    print(f"{folder}: results.json and run.json at {args.seconds:.0f} s")
+    if args.no_page:
+        return
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as base:
+        base.write(subprocess.run(["git", "show", "HEAD:docs/claims.json"], cwd=ROOT, check=True,
+                                  capture_output=True, text=True).stdout)
+    folders = sorted(str(p) + "/" for p in args.measured.iterdir() if p.is_dir())
+    subprocess.run([sys.executable, str(ROOT / "scripts" / "claims_redecide.py"), "--base", base.name, *folders],
+                   cwd=ROOT, check=True)
+
+
+if __name__ == "__main__":
+    main()
