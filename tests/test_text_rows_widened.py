@@ -80,6 +80,16 @@ def test_real_pe_is_at_the_common_width_and_leaves_out_only_none():
     assert set(real_pe.GATE_LEFT_OUT) == {"none"}
 
 
+def test_real_pe_sizes_only_the_learned_table_so_its_sinusoidal_arm_is_the_common_model():
+    """max_len sizes a learned table only; the sinusoidal arm is then the text rows' common model (real-heads'
+    h = 8, real-ffn's d_ff 4×) and shares its rate sweep through the run archive instead of training it again."""
+    v, L = 117, 64
+    assert real_pe.pe_config(v, "sinusoidal", L) == text_task.text_config(v)
+    assert real_pe.pe_config(v, "learned", L).max_len == 4 * L
+    assert all(real_pe.pe_config(v, pe, L).max_len == text_task.text_config(v).max_len
+               for pe in real_pe.ENCODINGS if pe != "learned")
+
+
 def test_real_norm_leaves_out_only_the_arm_its_main_checks_expect_to_lose(monkeypatch):
     built = []
 
