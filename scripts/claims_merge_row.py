@@ -56,8 +56,11 @@ def main() -> None:
         base.write(subprocess.run(["git", "show", "HEAD:docs/claims.json"], cwd=ROOT, check=True,
                                   capture_output=True, text=True).stdout)
     folders = sorted(str(p) + "/" for p in args.measured.iterdir() if p.is_dir())
-    subprocess.run([sys.executable, str(ROOT / "scripts" / "claims_redecide.py"), "--base", base.name, *folders],
-                   cwd=ROOT, check=True)
+    try:
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "claims_redecide.py"), "--base", base.name, *folders],
+                       cwd=ROOT, check=True)
+    finally:
+        Path(base.name).unlink()
 
 
 if __name__ == "__main__":
