@@ -40,9 +40,8 @@ OWN_BUILDER = {("real-ffn", "no FFN")}
 
 
 def _identity(row: str, arm: str, identity: dict, key: str) -> dict:
-    if (row, arm) not in OWN_BUILDER:
-        return identity
-    return {**identity, "built_by": f"{row}/{key.replace('{arm}', arm.replace(' ', '_'))}"}
+    """`identity` as Context.memo keeps the run of `key` (the run's memo key) for this row and arm."""
+    return {**identity, "built_by": f"{row}/{key}"} if (row, arm) in OWN_BUILDER else identity
 
 
 def _digest(identity: dict) -> str:
@@ -87,16 +86,17 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
     for variant in published["variants"]:
         arm = variant["name"]
         cfg = ROWS[row](task.vocab_size, arm)
+        key = arm.replace(" ", "_")  # the arm's memo key (text_task.run_arms)
         for seed, value in zip(published["seeds"], variant["values"]):
             identity = base.run_identity(cfg, task, dataclasses.replace(spec, lr=rates[arm]), seed, evals)
-            identity = _identity(row, arm, identity, f"{{arm}}.s{seed}")
+            identity = _identity(row, arm, identity, f"{key}.s{seed}")
             run = runs.get(f"full.{_digest(identity)}.json")
             assert run is not None, f"{row} {arm} seed {seed}: no archived run has the identity the code computes"
             assert run["value"][str(L)] == value, (row, arm, seed)
         sweep = {}
         for lr in base.LR_GRID + base.LR_EXTEND_UP + base.LR_EXTEND_DOWN:
             identities = [_identity(row, arm, base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid),
-                                    f"lr-sweep-valid.{{arm}}.{lr:g}.s{s}") for s in base.SWEEP_SEEDS]
+                                    f"lr-sweep-valid.{key}.{lr:g}.s{s}") for s in base.SWEEP_SEEDS]
             found = [runs.get(f"full.{_digest(i)}.json") for i in identities]
             if all(found):
                 sweep[str(lr)] = [r["value"]["loss"] for r in found]

@@ -179,10 +179,7 @@ def text_gate(losses: dict, train_len: int, left_out: dict[str, str] | None = No
 
     left_out = left_out or {}
     text = gate_text({arm: by_len[train_len] for arm, by_len in losses.items() if arm not in left_out},
-                     text_baselines())["text"]
+                     text_baselines(), left_out=len(left_out))["text"]
     means = {arm: finite_mean(losses[arm][train_len]) for arm in left_out}
     shown = {arm: f"{m:.3f}" if m < float("inf") else "no finite loss" for arm, m in means.items()}
-    if left_out:  # say in the gate's first words that not every arm was asked
-        text = text.replace("every arm's mean held-out loss",
-                            f"the mean held-out loss of every arm but the {len(left_out)} named after it", 1)
     return text + "".join(f"; not required of `{arm}` ({shown[arm]} here): {why}" for arm, why in left_out.items())
