@@ -124,3 +124,31 @@ def test_the_widened_text_rows_share_one_model_and_budget():
     assert dk_sweet_spot.spec(ctx).steps == text_task.STEPS == 5000
     vocab = CharTextTask().vocab_size
     assert text_config(vocab) == base.tiny_config(vocab, d_model=128, n_heads=8, d_ff=512)
+
+
+def test_a_run_trained_here_keeps_its_seconds_and_threads_and_a_reused_one_gains_none(tmp_path, monkeypatch):
+    """A row's time on the page is the sum of its own runs (issue 28 §7): each run that trains writes
+    the seconds its training took (here a clock that advances 7.5 s per training) and its thread count
+    beside its value; a run found in another row's cache or the archive is not timed again."""
+    import torch
+
+    clock = iter([100.0, 107.5, 200.0, 207.5])
+    monkeypatch.setattr(base.time, "perf_counter", lambda: next(clock))
+    ctx = _ctx(tmp_path, "row-a")
+    identity = {"run": 1}
+    assert ctx.memo("arm.s0", lambda: {"loss": 1.5}, identity) == {"loss": 1.5}
+    [kept] = (tmp_path / "runs" / base.SHARED).glob("quick.*.json")
+    run = json.loads(kept.read_text(encoding="utf-8"))
+    assert run == {"identity": identity, "value": {"loss": 1.5}, "seconds": 7.5, "threads": torch.get_num_threads()}
+    # another row reuses it: nothing trains, the clock is not read, the file is unchanged
+    assert _ctx(tmp_path, "row-b").memo("other.s0", lambda: pytest.fail("trained again"), identity) == {"loss": 1.5}
+    assert json.loads(kept.read_text(encoding="utf-8")) == run
+    # from an archive into an empty cache: kept without seconds (it did not train here)
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    (archive / kept.name).write_text(kept.read_text(encoding="utf-8"), encoding="utf-8")
+    ctx_c = base.Context(quick=True, seeds=[0], out_dir=tmp_path, log=lambda s: None,
+                         memo_dir=tmp_path / "fresh" / "runs" / "row-c", archive=archive)
+    assert ctx_c.memo("arm.s0", lambda: pytest.fail("trained again"), identity) == {"loss": 1.5}
+    copied = json.loads((tmp_path / "fresh" / "runs" / base.SHARED / kept.name).read_text(encoding="utf-8"))
+    assert copied == {"identity": identity, "value": {"loss": 1.5}}

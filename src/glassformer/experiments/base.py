@@ -11,6 +11,7 @@ import hashlib
 import json
 import math
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -52,7 +53,7 @@ class Context:
             return compute()
         mode = "quick" if self.quick else "full"
         path = self.memo_dir / f"{mode}.{key}.json"
-        shared = archived = None
+        shared = archived = seconds = None
         if identity is not None:
             if not share:
                 identity = {**identity, "built_by": f"{self.memo_dir.name}/{key}"}
@@ -67,11 +68,16 @@ class Context:
         elif archived is not None and archived.exists():
             value = archived_value(archived, identity)
         else:
+            start = time.perf_counter()
             value = compute()
+            seconds = time.perf_counter() - start
         if not path.exists():
             atomic_write(path, json.dumps(value))
         if shared is not None and not shared.exists():  # with what it was, for a reader of the cache
-            atomic_write(shared, json.dumps({"identity": identity, "value": value}))
+            kept = {"identity": identity, "value": value}
+            if seconds is not None:  # what the run cost, so that a row's time sums its runs (issue 28 §7)
+                kept.update(seconds=round(seconds, 1), threads=torch.get_num_threads())
+            atomic_write(shared, json.dumps(kept))
         return value
 
 
