@@ -33,7 +33,36 @@ def _ffn_arm(vocab: int, arm: str):
     return text_config(vocab) if arm == "d_ff=4×" else text_config(vocab, d_ff=D_MODEL)  # no FFN: d_ff 1×'s config
 
 
+def _pe_arm(vocab: int, arm: str):
+    from glassformer.experiments.real_pe import pe_config
+
+    return pe_config(vocab, arm, CharTextTask().seq_len)
+
+
 ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm, "real-ffn": _ffn_arm}
+# real-pe (_pe_arm) joins ROWS when its runs at d_model 128 are merged: the page's row is still the old one
+# rows whose variants are an arm at one of several test lengths ("rope @ 256 (t ≥ 64)"), the longer windows
+# scored past the training length only (text_task.beyond_batches)
+BY_LENGTH = {"real-pe"}
+
+
+def _arm_and_length(row: str, variant: str, L: int) -> tuple[str, str]:
+    """The arm a published variant belongs to and the held-out length it was scored at."""
+    if row not in BY_LENGTH:
+        return variant, str(L)
+    arm, length = variant.split(" @ ")
+    return arm, length.split()[0]
+
+
+def _evals(row: str, task) -> dict:
+    """The row's held-out windows, built as text_task.run_arms builds them (the identity hashes them)."""
+    from glassformer.experiments.text_task import beyond_batches
+
+    L = task.seq_len
+    evals = {str(L): task.batches(4, 32, seed=900 + L, length=L)}
+    if row in BY_LENGTH:
+        evals[str(4 * L)] = beyond_batches(task.batches(4, 32, seed=900 + 4 * L, length=4 * L), L)
+    return evals
 # an arm with a builder of its own (real-ffn's FFN-less model) is kept under an identity that also names the
 # row and the run's key (Context.memo with share=False), so that no other row takes it for its config's run
 OWN_BUILDER = {("real-ffn", "no FFN")}
@@ -78,13 +107,14 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
     L = task.seq_len
     ctx = base.Context(quick=False, seeds=published["seeds"], out_dir=ROOT)
     spec = text_spec(ctx)
-    evals = {str(L): task.batches(4, 32, seed=900 + L, length=L)}
+    evals = _evals(row, task)
     valid = {"valid": base.validation_batches(task, spec.batch_size)}
     runs = _shared()
-    rates = _chosen_rates(published["setup"], [v["name"] for v in published["variants"]])
-    swept = 0
+    arms = {v["name"]: _arm_and_length(row, v["name"], L) for v in published["variants"]}
+    rates = _chosen_rates(published["setup"], sorted({arm for arm, _ in arms.values()}))
+    swept = set()
     for variant in published["variants"]:
-        arm = variant["name"]
+        arm, length = arms[variant["name"]]
         cfg = ROWS[row](task.vocab_size, arm)
         key = arm.replace(" ", "_")  # the arm's memo key (text_task.run_arms)
         for seed, value in zip(published["seeds"], variant["values"]):
@@ -92,7 +122,7 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
             identity = _identity(row, arm, identity, f"{key}.s{seed}")
             run = runs.get(f"full.{_digest(identity)}.json")
             assert run is not None, f"{row} {arm} seed {seed}: no archived run has the identity the code computes"
-            assert run["value"][str(L)] == value, (row, arm, seed)
+            assert run["value"][length] == value, (row, variant["name"], seed)
         sweep = {}
         for lr in base.LR_GRID + base.LR_EXTEND_UP + base.LR_EXTEND_DOWN:
             identities = [_identity(row, arm, base.run_identity(cfg, task, dataclasses.replace(spec, lr=lr), s, valid),
@@ -101,10 +131,10 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
             if all(found):
                 sweep[str(lr)] = [r["value"]["loss"] for r in found]
         if all(str(lr) in sweep for lr in base.LR_GRID):
-            swept += 1
+            swept.add(arm)
             assert float(base.choose_lr(sweep)) == rates[arm], (row, arm, sweep)
-    if row in ("real-heads", "real-ffn"):  # measured with the archive: every arm's sweep is in it
-        assert swept == len(published["variants"])
+    if row in ("real-heads", "real-ffn", "real-pe"):  # measured with the archive: every arm's sweep is in it
+        assert swept == {arm for arm, _ in arms.values()}
 
 
 # ---- `glassformer ablate ROW --runs DIR`: a row rebuilt from archived runs trains nothing it finds there ----
@@ -138,6 +168,8 @@ def test_a_row_rebuilt_from_archived_runs_trains_none_of_them_and_equals_the_row
     ("truncate", "is not a finished run (JSONDecodeError)"),
     ("no-value", "is not a finished run (KeyError)"),
     ("missing-folder", "is not a folder; give one of finished runs"),
+    ("empty-folder", "holds no finished runs (files named MODE.DIGEST.json"),
+    ("other-files", "holds no finished runs (files named MODE.DIGEST.json"),
 ])
 def test_a_damaged_archive_stops_with_one_line(damage, needle, tmp_path, monkeypatch, capsys):
     import shutil
@@ -163,6 +195,10 @@ def test_a_damaged_archive_stops_with_one_line(damage, needle, tmp_path, monkeyp
         victim.write_text(json.dumps({"identity": kept["identity"]}), encoding="utf-8")
     else:
         shutil.rmtree(archive)
+        if damage != "missing-folder":  # a wrong path that exists: the row would train for hours unasked
+            archive.mkdir()
+            if damage == "other-files":
+                (archive / "notes.txt").write_text("not a run", encoding="utf-8")
     monkeypatch.setattr(sys, "argv", ["glassformer", "ablate", "real-heads", "--quick", "--out",
                                       str(tmp_path / "again"), "--runs", str(archive)])
     with pytest.raises(SystemExit) as exit_:

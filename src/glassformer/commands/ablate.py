@@ -40,6 +40,9 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--out {out} is a file; give a folder")
         if runs is not None and not runs.is_dir():
             raise InputError(f"--runs {runs} is not a folder; give one of finished runs, such as docs/claims/runs")
+        if runs is not None and not any(runs.glob("*.*.json")):  # a wrong path would train for hours unasked
+            raise InputError(f"--runs {runs} holds no finished runs (files named MODE.DIGEST.json, as "
+                             "OUT/cache/runs/shared holds them); give such a folder, such as docs/claims/runs")
         if jobs > 1:  # a TERM signal must end the worker processes too (the pool's exit does it)
             import signal
             import sys
