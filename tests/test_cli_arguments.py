@@ -103,3 +103,30 @@ def test_every_bad_argument_is_one_line_and_exit_2(command, name, bad, monkeypat
     assert len(err) == 1 and err[0].startswith("error:"), err
     shown = target.opts[0] if target.param_type_name == "option" else name.upper()
     assert shown in err[0] or name.replace("_", "-") in err[0].lower(), err[0]
+
+
+# folders a command reads by name (every option called --runs): one named on the command line that is not
+# there is a typo, and stops with one line instead of being read as empty (export-html drew the page of its
+# default model and said nothing until 2026-12-06)
+READ_FOLDERS = [(name, p.name) for name, cmd in sorted(GROUP.commands.items()) for p in cmd.params
+                if p.name == "runs" and _kind(p) == "path"]
+
+
+def test_the_read_folders_are_found_from_the_cli():
+    assert {c for c, _ in READ_FOLDERS} >= {"ablate", "export-html", "serve"}
+
+
+@pytest.mark.parametrize("command, name", READ_FOLDERS)
+def test_a_folder_to_read_that_is_not_there_is_one_line_and_exit_2(command, name, monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    target = next(p for p in GROUP.commands[command].params if p.name == name)
+    line = _command_line(command, target, "no_such_folder")
+    if command == "ablate":  # a row that exists, so that only the folder is wrong
+        line[-1] = "pe-order"
+    monkeypatch.setattr(sys, "argv", ["glassformer", *line])
+    with pytest.raises(SystemExit) as e:
+        main()
+    err = capsys.readouterr().err.strip().splitlines()
+    assert e.value.code == 2, err
+    assert len(err) == 1 and err[0].startswith("error:") and "--runs no_such_folder" in err[0], err
+    assert not list(tmp_path.iterdir()), "nothing is written"
