@@ -272,3 +272,25 @@ def test_the_merge_script_writes_the_same_seconds_and_the_note_into_both_files(t
     assert row["seconds"] == run["seconds"] == 1234.0 and run["seconds_note"] == note
     with pytest.raises(SystemExit, match="not the row 'real-pe'"):
         script.merge("real-pe", out, 1.0, note, tmp_path / "measured")
+
+
+def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_refuses_fresh(tmp_path):
+    """`--reverse` changes only which run trains first: the row lists its arms in their own order, the
+    command it was made by is in run.json, and with --fresh (no cache to share) it is refused."""
+    from typer.testing import CliRunner
+
+    from glassformer.cli import app
+    from glassformer.experiments import real_heads
+
+    out = tmp_path / "out"
+    runner = CliRunner()
+    result = runner.invoke(app, ["ablate", "real-heads", "--quick", "--seeds", "2", "--out", str(out), "--reverse"])
+    assert result.exit_code == 0, result.output
+    [row] = json.loads((out / "results.json").read_text(encoding="utf-8"))
+    assert [v["name"] for v in row["variants"]] == [f"h={h}" for h in real_heads.HEADS]
+    assert json.loads((out / "run.json").read_text(encoding="utf-8"))["command"].endswith("--reverse")
+    refused = runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(tmp_path / "b"), "--reverse",
+                                  "--fresh"])
+    # the app raises the user's error; cli.main prints it as one line with exit 2 (test_cli_arguments)
+    assert refused.exit_code != 0 and "--reverse shares a row's runs" in str(refused.exception)
+    assert not (tmp_path / "b").exists()

@@ -4,6 +4,7 @@ their common arm through a cache keyed by everything that decides a run (base.ru
 from __future__ import annotations
 
 import json
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -152,3 +153,62 @@ def test_a_run_trained_here_keeps_its_seconds_and_threads_and_a_reused_one_gains
     assert ctx_c.memo("arm.s0", lambda: pytest.fail("trained again"), identity) == {"loss": 1.5}
     copied = json.loads((tmp_path / "fresh" / "runs" / base.SHARED / kept.name).read_text(encoding="utf-8"))
     assert copied == {"identity": identity, "value": {"loss": 1.5}}
+
+
+def _full_ctx(root, reverse=False):
+    return base.Context(quick=False, seeds=[0, 1, 2], out_dir=root, log=lambda s: None,
+                        memo_dir=root / "runs" / "row", reverse=reverse)
+
+
+def test_a_row_split_between_a_forward_and_a_reverse_process_trains_each_run_once_and_equals_one_process(
+        tmp_path, monkeypatch):
+    """`ablate --reverse`: the second process trains arms, rates and seeds from the other end; started on the
+    cache of a first process that stopped part-way, it trains only what is missing, and the row it assembles
+    (values, arm order, printed rates) is the one a single forward process gives."""
+    task = CharTextTask()
+    spec = TrainSpec(steps=4, batch_size=8, lr=1e-3, warmup=2)
+    arms = {f"h={h}": (text_config(task.vocab_size, n_heads=h), None) for h in (1, 2, 4)}
+
+    def losses_by_rate(cfg, task, spec, seed, evals=None, model=None, first_layer=None):
+        calls.append((cfg.n_heads, spec.lr, seed, "valid" in evals))  # the loss has its minimum at 3e-3
+        loss = 1.0 + abs(math.log10(spec.lr / 3e-3)) + cfg.n_heads / 100 + seed / 1000
+        return SimpleNamespace(metrics={n: {"loss": loss} for n in evals}, result=SimpleNamespace(diverged=False))
+    monkeypatch.setattr(base, "run_tagging", losses_by_rate)
+
+    calls = []
+    alone = _full_ctx(tmp_path / "alone")
+    expected = run_arms(alone, arms, spec, (64,), task)
+    assert len(calls) == len(set(calls)) == 3 * (len(base.LR_GRID) * len(base.SWEEP_SEEDS) + 3)
+    forward = list(calls)
+
+    calls = []
+    first = _full_ctx(tmp_path / "split")
+    monkeypatch.setattr(base, "run_tagging", lambda *a, **k: (len(calls) < 7 or pytest.fail("stopped"))
+                        and losses_by_rate(*a, **k))
+    with pytest.raises(pytest.fail.Exception):  # the first process stops after 7 runs
+        run_arms(first, arms, spec, (64,), task)
+    monkeypatch.setattr(base, "run_tagging", losses_by_rate)
+    second = _full_ctx(tmp_path / "split", reverse=True)
+    got = run_arms(second, arms, spec, (64,), task)
+    assert calls[:7] == forward[:7]
+    # from the other end: the last arm's sweep from its highest rate and last seed, its seeds from the last
+    assert calls[7][:2] == (4, base.LR_GRID[-1]) and calls[7][2] == base.SWEEP_SEEDS[-1]
+    assert sorted(calls) == sorted(forward)  # every run once over the two processes
+    assert list(got) == list(arms) and got == expected
+    assert list(second.rates.items()) == list(alone.rates.items())
+
+
+def test_a_run_another_process_finished_meanwhile_is_read_from_its_file(tmp_path):
+    """Two processes meeting in the middle of a row may both train the run between them; the one that
+    finishes second returns the first's copy, so every reader of the cache sees one value per run."""
+    ctx = _full_ctx(tmp_path)
+    identity = {"run": 2}
+
+    def other_process_finishes_first():
+        ctx_b = _full_ctx(tmp_path)
+        assert ctx_b.memo("arm.s0", lambda: {"loss": 1.25}, identity) == {"loss": 1.25}
+        return {"loss": 1.2500001}  # the same run, other float rounding
+    assert ctx.memo("arm.s0", other_process_finishes_first, identity) == {"loss": 1.25}
+    [kept] = (tmp_path / "runs" / base.SHARED).glob("full.*.json")
+    assert json.loads(kept.read_text(encoding="utf-8"))["value"] == {"loss": 1.25}
+    assert ctx.memo("arm.s0", lambda: pytest.fail("trained again"), identity) == {"loss": 1.25}

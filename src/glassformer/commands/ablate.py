@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
         runs: Optional[Path] = typer.Option(None, "--runs", help="a folder of finished single runs to take "
                                             "instead of training them (docs/claims/runs: the runs behind "
                                             "the page's text rows)"),
+        reverse: bool = typer.Option(False, "--reverse", help="train each row's arms, rates and seeds in the "
+                                     "opposite order: started beside a first call with the same --out, it "
+                                     "takes the runs from the other end and a long row uses two cores"),
     ) -> None:
         """Measure each claim of the seeds over several seeds and say whether it holds."""
         from ..errors import InputError
@@ -43,6 +46,9 @@ def register(app: typer.Typer) -> None:
         if runs is not None and not any(runs.glob("*.*.json")):  # a wrong path would train for hours unasked
             raise InputError(f"--runs {runs} holds no finished runs (files named MODE.DIGEST.json, as "
                              "OUT/cache/runs/shared holds them); give such a folder, such as docs/claims/runs")
+        if reverse and fresh:
+            raise InputError("--reverse shares a row's runs with another call through OUT/cache, which --fresh "
+                             "ignores; drop one of them")
         if jobs > 1:  # a TERM signal must end the worker processes too (the pool's exit does it)
             import signal
             import sys
@@ -54,7 +60,8 @@ def register(app: typer.Typer) -> None:
         cached = [i for i in ids if cache is not None and registry.cached_row(registry.cache_path(
             cache, i, quick, seeds or registry.default_seeds(i, quick))) is not None]
         for row in registry.run_many(ids, quick, seeds, out / PLOT_DIR, jobs,
-                                     log=lambda msg: typer.echo(msg, err=True), cache_dir=cache, archive=runs):
+                                     log=lambda msg: typer.echo(msg, err=True), cache_dir=cache, archive=runs,
+                                     reverse=reverse):
             typer.echo(f"[{row['id']}] {row['verdict']} ({row['seconds']:.1f} s)", err=True)
             done[row["id"]] = row
             rows = [done[i] for i in ids if i in done]  # the registry's order, whatever finished first
@@ -63,7 +70,7 @@ def register(app: typer.Typer) -> None:
                       "seconds": time.perf_counter() - start, "machine": _machine(),
                       "command": f"glassformer ablate {which}{' --quick' if quick else ''}"
                                  f"{f' --seeds {seeds}' if seeds else ''} --jobs {jobs}"
-                                 f"{f' --runs {runs}' if runs else ''}"}
+                                 f"{f' --runs {runs}' if runs else ''}{' --reverse' if reverse else ''}"}
             write_report(rows, out, header, ids)
             write_json({**header, "jobs": jobs, "cached": cached, "finished": len(rows), "of": len(ids)},
                        out / "run.json")

@@ -34,6 +34,14 @@ class Context:
     memo_dir: Path | None = None  # finished single runs, kept so that a long run can resume
     rates: dict[str, float] = field(default_factory=dict)  # each arm's chosen peak rate (issue 28 §2: printed)
     archive: Path | None = None  # finished runs to take before training (`ablate --runs`, docs/claims/runs)
+    # train the runs in the opposite order (`ablate --reverse`): a second process on the same cache then starts
+    # where the first will end, each skips what the other finished, and a long row takes two cores
+    reverse: bool = False
+
+    def order(self, items) -> list:
+        """`items` in the order this process trains them (`reverse`); results are kept in the given order."""
+        items = list(items)
+        return items[::-1] if self.reverse else items
 
     def pick(self, quick, full):
         """The quick (CI) setting or the full one."""
@@ -71,6 +79,8 @@ class Context:
             start = time.perf_counter()
             value = compute()
             seconds = time.perf_counter() - start
+            if shared is not None and shared.exists():  # another process (`--reverse`) finished it meanwhile:
+                value, seconds = json.loads(shared.read_text(encoding="utf-8"))["value"], None  # its copy wins
         if not path.exists():
             atomic_write(path, json.dumps(value))
         if shared is not None and not shared.exists():  # with what it was, for a reader of the cache
@@ -244,7 +254,8 @@ def best_lr(ctx: Context, key: str, cfg: ModelConfig | None, task: TaggingTask, 
         return ctx.memo(f"lr-sweep-valid.{key}.{lr:g}.s{seed}", compute, identity, share=make_model is None)["loss"]
 
     def sweep() -> dict:
-        losses = {str(lr): [one(lr, seed) for seed in SWEEP_SEEDS] for lr in LR_GRID}
+        runs = {(lr, seed): one(lr, seed) for lr, seed in ctx.order((lr, s) for lr in LR_GRID for s in SWEEP_SEEDS)}
+        losses = {str(lr): [runs[lr, seed] for seed in SWEEP_SEEDS] for lr in LR_GRID}
         for extension, end in ((LR_EXTEND_UP, max), (LR_EXTEND_DOWN, min)):
             for lr in extension:
                 if float(choose_lr(losses)) != end(map(float, losses)):

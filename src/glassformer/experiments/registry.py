@@ -108,7 +108,7 @@ def cache_path(cache_dir: Path, exp_id: str, quick: bool, n_seeds: int) -> Path:
 
 
 def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print,
-            cache_dir: Path | None = None, archive: Path | None = None) -> dict:
+            cache_dir: Path | None = None, archive: Path | None = None, reverse: bool = False) -> dict:
     """Run one experiment and return its row: the issue's keys plus checks, setup, plots, notes.
 
     With `cache_dir`, a finished row is kept there and returned instead of rerunning (resumable
@@ -126,7 +126,7 @@ def run_one(exp_id: str, quick: bool, seeds: list[int], out_dir: Path, log=print
             log(f"the experiments' code changed since {done} was written: running the row again")
     torch.set_num_threads(1)  # tiny models: threads cost more than they give, and runs stay comparable
     ctx = Context(quick=quick, seeds=seeds, out_dir=out_dir, log=log,
-                  memo_dir=None if cache_dir is None else cache_dir / "runs" / exp_id, archive=archive)
+                  memo_dir=None if cache_dir is None else cache_dir / "runs" / exp_id, archive=archive, reverse=reverse)
     start = time.perf_counter()
     outcome = mod.run(ctx)
     variants = {v.name: v for v in outcome.variants}
@@ -164,24 +164,25 @@ def code_digest() -> str:
 
 
 def _worker(args) -> dict:
-    exp_id, quick, seeds, out_dir, cache_dir, archive = args
+    exp_id, quick, seeds, out_dir, cache_dir, archive, reverse = args
     return run_one(exp_id, quick, seeds, out_dir, log=lambda msg: print(f"[{exp_id}] {msg}", flush=True),
-                   cache_dir=cache_dir, archive=archive)
+                   cache_dir=cache_dir, archive=archive, reverse=reverse)
 
 
 def run_many(ids: list[str], quick: bool, n_seeds: int | None, out_dir: Path, jobs: int = 1, log=print,
-             cache_dir: Path | None = None, archive: Path | None = None):
+             cache_dir: Path | None = None, archive: Path | None = None, reverse: bool = False):
     """Yield each experiment's row as it finishes; `jobs` > 1 runs experiments in parallel processes.
 
     `n_seeds` None gives each experiment its own default (`default_seeds`). `archive`: a folder of
     finished single runs (docs/claims/runs) taken before anything is trained (`Context.archive`)."""
     order = sorted(ids, key=lambda i: -COST_HINT.get(i, 0))  # stable: ties keep the registry order
-    plan = [(i, quick, list(range(n_seeds or default_seeds(i, quick))), out_dir, cache_dir, archive) for i in order]
+    plan = [(i, quick, list(range(n_seeds or default_seeds(i, quick))), out_dir, cache_dir, archive, reverse)
+            for i in order]
     if jobs <= 1 or len(ids) <= 1:
-        for exp_id, _, seeds, _, _, _ in plan:
+        for exp_id, _, seeds, *_ in plan:
             log(f"[{exp_id}] running ({'quick' if quick else 'full'}, {len(seeds)} seeds)")
             yield run_one(exp_id, quick, seeds, out_dir, log=lambda msg, e=exp_id: log(f"[{e}] {msg}"),
-                          cache_dir=cache_dir, archive=archive)
+                          cache_dir=cache_dir, archive=archive, reverse=reverse)
         return
     import multiprocessing as mp
     import os

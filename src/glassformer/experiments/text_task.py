@@ -130,7 +130,7 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
     if beyond:
         evals = {n: beyond_batches(b, lengths[0]) if int(n) > lengths[0] else b for n, b in evals.items()}
     out = {}
-    for name, (cfg, make) in arms.items():
+    for name, (cfg, make) in ctx.order(arms.items()):
         key = name.replace(" ", "_").replace("/", "-")
         lr = ctx.rates[name] = best_lr(ctx, key, cfg, task, spec, make)
 
@@ -142,12 +142,15 @@ def run_arms(ctx, arms: dict, spec, lengths: tuple[int, ...], task: CharTextTask
             return run_identity(cfg, task, replace(spec, lr=lr), seed, evals)
         # an arm built from its config alone is kept for other rows too (base.run_identity): the text
         # rows share their common arm, so that each row's own runs are only its other arms
-        per_seed = [ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s), identity(seed), share=make is None)
-                    for seed in ctx.seeds]
+        by_seed = {seed: ctx.memo(f"{key}.s{seed}", lambda s=seed: one(s), identity(seed), share=make is None)
+                   for seed in ctx.order(ctx.seeds)}
+        per_seed = [by_seed[seed] for seed in ctx.seeds]
         out[name] = {n: [p[str(n)] for p in per_seed] for n in lengths}
         ctx.log(f"{name} (lr {lr}): " + ", ".join(f"len {n}: {[round(x, 3) for x in out[name][n] if x]}"
                                                   for n in lengths))
-    return out
+    for name in arms:  # the arms' own order in the row and in its printed rates, whichever trained first
+        ctx.rates[name] = ctx.rates.pop(name)
+    return {name: out[name] for name in arms}
 
 
 def beyond_batches(batches: list[tuple], trained: int) -> list[tuple]:
