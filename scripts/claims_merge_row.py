@@ -1,6 +1,6 @@
 """Put one re-measured text row on the claims page: docs/claims/measured/ROW/ from an `ablate` folder.
 
-Usage: python scripts/claims_merge_row.py ROW OUT --seconds S --note TEXT [--measured DIR] [--no-page]
+Usage: python scripts/claims_merge_row.py ROW OUT [--seconds S --note TEXT] [--measured DIR] [--no-page]
 
 OUT is the --out folder of `glassformer ablate ROW --out OUT --runs docs/claims/runs` (its results.json and
 run.json). A row assembled from archived runs took seconds to assemble, so the seconds the page shows (and
@@ -8,7 +8,10 @@ sums into its budget, issue 28 §7) are S, the one-core time of the runs only th
 how they were summed. Both files get S — the page's seconds and run.json's must agree, or run.json carries
 the note that says why (tests/test_claims_runs.py checks every measured folder) — then the page is
 regenerated from the published docs/claims.json with every measured folder (scripts/claims_redecide.py
---base), unless --no-page.
+--base), unless --no-page. Without --seconds, S is the sum of the seconds each of the row's runs kept when it
+trained (Context.memo, since 2026-12-06), and the note is written from what was summed; a run taken from the
+archive (--runs) or trained by another row is counted where it trained; a row with a run that trained but kept
+no time (older code) needs --seconds and --note.
 """
 
 import argparse
@@ -39,15 +42,48 @@ def merge(row: str, out: Path, seconds: float, note: str, measured: Path) -> Pat
     return folder
 
 
+def run_seconds(row: str, out: Path, archive: Path = ROOT / "docs" / "claims" / "runs") -> tuple[float, str]:
+    """The one-core seconds of the runs `ablate ROW --out OUT` trained itself, from each run's own timer, and
+    a note that says what was summed. A run the row took from the archive, or that another row trained, is
+    not counted (it is counted where it trained)."""
+    runs = out / "cache" / "runs"
+    timed, reused, untimed = [], 0, []
+    for pointer in sorted((runs / row).glob("full.*.json")):
+        parts = pointer.name.split(".")
+        if len(parts) < 4 or not parts[-3].startswith("s") or not parts[-3][1:].isdigit():
+            continue  # a whole sweep's summary, not a run
+        shared = runs / "shared" / f"full.{parts[-2]}.json"
+        kept = json.loads(shared.read_text(encoding="utf-8")) if shared.exists() else {}
+        if "seconds" in kept and kept.get("row") == row:
+            timed.append((kept["seconds"], kept.get("threads", 1)))
+        elif kept.get("row", row) != row or (archive / shared.name).exists():
+            reused += 1
+        else:
+            untimed.append(pointer.name)
+    if untimed:
+        sys.exit(f"{len(untimed)} runs of {row} kept no time ({untimed[0]}, …: trained by older code, or their "
+                 f"files in {runs / 'shared'} are gone): give --seconds and --note")
+    total = sum(sec for sec, _ in timed)
+    threads = sorted({t for _, t in timed})
+    note = (f"one-core seconds of the {len(timed)} runs this row trained, each timed by itself when it trained "
+            f"(Context.memo; {', '.join(map(str, threads)) or 'no'} thread(s) per run), summed; {reused} runs taken "
+            "from the archive or trained by another row are counted where they trained")
+    return round(total, 1), note
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("row")
     ap.add_argument("out", type=Path)
-    ap.add_argument("--seconds", type=float, required=True)
-    ap.add_argument("--note", required=True)
+    ap.add_argument("--seconds", type=float)
+    ap.add_argument("--note")
     ap.add_argument("--measured", type=Path, default=ROOT / "docs" / "claims" / "measured")
     ap.add_argument("--no-page", action="store_true")
     args = ap.parse_args()
+    if (args.seconds is None) != (args.note is None):
+        sys.exit("give --seconds and --note together, or neither (the runs' own times are summed)")
+    if args.seconds is None:
+        args.seconds, args.note = run_seconds(args.row, args.out)
     folder = merge(args.row, args.out, args.seconds, args.note, args.measured)
     print(f"{folder}: results.json and run.json at {args.seconds:.0f} s")
     if args.no_page:

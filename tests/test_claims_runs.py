@@ -294,3 +294,42 @@ def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_refuses_fresh(tmp_p
     # the app raises the user's error; cli.main prints it as one line with exit 2 (test_cli_arguments)
     assert refused.exit_code != 0 and "--reverse shares a row's runs" in str(refused.exception)
     assert not (tmp_path / "b").exists()
+
+
+def test_the_merge_script_sums_the_seconds_the_rows_own_runs_kept(tmp_path, monkeypatch):
+    """Without --seconds the merge sums each run's own time (Context.memo keeps it when the run trains): two
+    runs trained here (3.5 s and 7.5 s on a faked clock) count, a run taken from the archive and the sweep's
+    summary file do not, nor a run another row trained into the same cache; a run that trained but kept no
+    time (older code) asks for --seconds."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_merge_row", ROOT / "scripts" / "claims_merge_row.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    clock = iter([0.0, 3.5, 10.0, 17.5, 20.0, 21.0, 30.0, 90.0])
+    monkeypatch.setattr(base.time, "perf_counter", lambda: next(clock))
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    reused = {"identity": {"run": "archived"}, "value": {"loss": 2.0}}
+    (archive / f"full.{_digest(reused['identity'])}.json").write_text(json.dumps(reused), encoding="utf-8")
+    out = tmp_path / "out"
+    ctx = base.Context(quick=False, seeds=[0, 1], out_dir=out, log=lambda s: None,
+                       memo_dir=out / "cache" / "runs" / "real-pe", archive=archive)
+    ctx.memo("rope.s0", lambda: {"loss": 1.0}, {"run": 0})
+    ctx.memo("lr-sweep-valid.rope.0.01.s1000", lambda: {"loss": 1.1}, {"run": 1})
+    ctx.memo("rope.s1", lambda: pytest.fail("trained"), reused["identity"])
+    ctx.memo("lr-sweep-valid.rope", lambda: {"0.01": [1.1]}, {"sweep": "rope"})  # a summary, not a run
+    other = base.Context(quick=False, seeds=[0], out_dir=out, log=lambda s: None,
+                         memo_dir=out / "cache" / "runs" / "real-heads")
+    other.memo("h=8.s2", lambda: {"loss": 0.5}, {"run": 2})  # 60 s, trained by real-heads
+    ctx.memo("sinusoidal.s2", lambda: pytest.fail("trained"), {"run": 2})
+    seconds, note = script.run_seconds("real-pe", out, archive)
+    assert seconds == 3.5 + 7.5
+    assert "the 2 runs this row trained" in note and "2 runs taken from the archive" in note
+    for f in (out / "cache" / "runs" / "shared").glob("*.json"):  # as runs trained before times were kept
+        kept = json.loads(f.read_text(encoding="utf-8"))
+        kept.pop("seconds", None)
+        f.write_text(json.dumps(kept), encoding="utf-8")
+    (out / "cache" / "runs" / "shared" / f"full.{_digest({'run': 0})}.json").unlink()
+    with pytest.raises(SystemExit, match="kept no time"):
+        script.run_seconds("real-pe", out, archive)

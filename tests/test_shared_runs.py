@@ -140,7 +140,8 @@ def test_a_run_trained_here_keeps_its_seconds_and_threads_and_a_reused_one_gains
     assert ctx.memo("arm.s0", lambda: {"loss": 1.5}, identity) == {"loss": 1.5}
     [kept] = (tmp_path / "runs" / base.SHARED).glob("quick.*.json")
     run = json.loads(kept.read_text(encoding="utf-8"))
-    assert run == {"identity": identity, "value": {"loss": 1.5}, "seconds": 7.5, "threads": torch.get_num_threads()}
+    assert run == {"identity": identity, "value": {"loss": 1.5}, "seconds": 7.5, "threads": torch.get_num_threads(),
+                   "row": "row-a"}
     # another row reuses it: nothing trains, the clock is not read, the file is unchanged
     assert _ctx(tmp_path, "row-b").memo("other.s0", lambda: pytest.fail("trained again"), identity) == {"loss": 1.5}
     assert json.loads(kept.read_text(encoding="utf-8")) == run

@@ -86,7 +86,7 @@ class Context:
         if shared is not None and not shared.exists():  # with what it was, for a reader of the cache
             kept = {"identity": identity, "value": value}
             if seconds is not None:  # what the run cost, so that a row's time sums its runs (issue 28 §7)
-                kept.update(seconds=round(seconds, 1), threads=torch.get_num_threads())
+                kept.update(seconds=round(seconds, 1), threads=torch.get_num_threads(), row=self.memo_dir.name)
             atomic_write(shared, json.dumps(kept))
         return value
 
