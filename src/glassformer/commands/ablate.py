@@ -25,9 +25,10 @@ def register(app: typer.Typer) -> None:
         runs: Optional[Path] = typer.Option(None, "--runs", help="a folder of finished single runs to take "
                                             "instead of training them (docs/claims/runs: the runs behind "
                                             "the page's text rows)"),
-        reverse: bool = typer.Option(False, "--reverse", help="train each row's arms, rates and seeds in the "
-                                     "opposite order: started beside a first call with the same --out, it "
-                                     "takes the runs from the other end and a long row uses two cores"),
+        reverse: bool = typer.Option(False, "--reverse", help="train in the opposite order (every row's rate "
+                                     "sweeps; the text rows' arms and seeds too): started beside a first call "
+                                     "with the same --out, it takes the runs from the other end and a long row "
+                                     "uses two cores"),
     ) -> None:
         """Measure each claim of the seeds over several seeds and say whether it holds."""
         from ..errors import InputError
