@@ -274,9 +274,11 @@ def test_the_merge_script_writes_the_same_seconds_and_the_note_into_both_files(t
         script.merge("real-pe", out, 1.0, note, tmp_path / "measured")
 
 
-def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_refuses_fresh(tmp_path):
+def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_fresh_is_refused_beside_the_cache_flags(
+        tmp_path):
     """`--reverse` changes only which run trains first: the row lists its arms in their own order, the
-    command it was made by is in run.json, and with --fresh (no cache to share) it is refused."""
+    command it was made by is in run.json, and with --fresh (no cache to share) it is refused, as --runs is
+    (--fresh never reads it). `--jobs 2` on one row says that it keeps one core and how to use the second."""
     from typer.testing import CliRunner
 
     from glassformer.cli import app
@@ -284,8 +286,10 @@ def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_refuses_fresh(tmp_p
 
     out = tmp_path / "out"
     runner = CliRunner()
-    result = runner.invoke(app, ["ablate", "real-heads", "--quick", "--seeds", "2", "--out", str(out), "--reverse"])
+    result = runner.invoke(app, ["ablate", "real-heads", "--quick", "--seeds", "2", "--out", str(out), "--reverse",
+                                 "--jobs", "2"])
     assert result.exit_code == 0, result.output
+    assert "is one row, trained one run at a time; for a second core start" in result.output
     [row] = json.loads((out / "results.json").read_text(encoding="utf-8"))
     assert [v["name"] for v in row["variants"]] == [f"h={h}" for h in real_heads.HEADS]
     assert json.loads((out / "run.json").read_text(encoding="utf-8"))["command"].endswith("--reverse")
@@ -294,6 +298,12 @@ def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_refuses_fresh(tmp_p
     # the app raises the user's error; cli.main prints it as one line with exit 2 (test_cli_arguments)
     assert refused.exit_code != 0 and "--reverse shares a row's runs" in str(refused.exception)
     assert not (tmp_path / "b").exists()
+    # the same class: --runs with --fresh, whose cache-less runs never read the archive (trained every run)
+    archive = out / "cache" / "runs" / "shared"
+    refused = runner.invoke(app, ["ablate", "real-heads", "--quick", "--out", str(tmp_path / "c"), "--runs",
+                                  str(archive), "--fresh"])
+    assert refused.exit_code != 0 and "--runs takes finished runs" in str(refused.exception)
+    assert not (tmp_path / "c").exists()
 
 
 def test_the_merge_script_sums_the_seconds_the_rows_own_runs_kept(tmp_path, monkeypatch):

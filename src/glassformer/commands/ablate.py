@@ -50,6 +50,13 @@ def register(app: typer.Typer) -> None:
         if reverse and fresh:
             raise InputError("--reverse shares a row's runs with another call through OUT/cache, which --fresh "
                              "ignores; drop one of them")
+        if runs is not None and fresh:  # --fresh trains every run, so the archive would be read by nothing
+            raise InputError("--runs takes finished runs in place of training them, and --fresh trains every run; "
+                             "drop --fresh (give an empty --out for a clean row)")
+        if jobs > 1 and len(ids) == 1:  # --jobs parallelises rows, so one row would silently keep one core
+            typer.echo(f"note: --jobs {jobs} runs rows side by side and {which} is one row, trained one run at a "
+                       f"time; for a second core start `glassformer ablate {which} --out {out} --reverse` beside "
+                       "this call", err=True)
         if jobs > 1:  # a TERM signal must end the worker processes too (the pool's exit does it)
             import signal
             import sys
