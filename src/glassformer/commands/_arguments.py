@@ -109,6 +109,16 @@ def _check_path(flag: str, path: PurePath) -> None:
             return
 
 
+def check_runs_folder(runs) -> None:
+    """--runs of the explorer commands (serve, export-html): a folder named on the command line must be one;
+    the default `runs` may be absent (a fresh checkout has trained nothing)."""
+    from pathlib import Path
+    if runs.exists() and not runs.is_dir():
+        raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
+    if not runs.exists() and runs != Path("runs"):
+        raise InputError(f"--runs {runs} does not exist; give the folder that holds run folders (e.g. runs)")
+
+
 EXAMPLE_NAMES = {"json_path": "result.json", "md": "report.md", "md_path": "walkthrough.md",
                  "markdown": "report.md", "html_path": "walkthrough.html", "report": "head_roles.md",
                  "export_html": "explorer.html", "case_study": "case-study.md", "lens": "lens.png",

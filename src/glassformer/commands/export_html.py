@@ -22,14 +22,11 @@ def register(app: typer.Typer) -> None:
         from ..server.models import ModelRegistry
         from ..server.standalone import write_standalone
 
+        from ._arguments import check_runs_folder
+
+        check_runs_folder(runs)  # as `serve` reads it
         text = " ".join(sentence) if sentence else "猫 吃 鱼"
         try:
-            # as `serve` reads --runs: a folder named on the command line must be one (the default may be absent)
-            if runs.exists() and not runs.is_dir():
-                raise GlassformerError(f"--runs {runs} is a file; give the folder that holds run folders")
-            if not runs.exists() and runs != Path("runs"):
-                raise GlassformerError(f"--runs {runs} does not exist; give the folder that holds run folders "
-                                       "(e.g. runs)")
             registry = ModelRegistry(runs, max_tokens=MAX_TOKENS)
             try:
                 registry.check(model)

@@ -62,12 +62,10 @@ def register(app: typer.Typer) -> None:
         """Serve the explorer: type a sentence, pick a model, see every attention pattern."""
         from ..nn.precision import check as check_precision
         from ..server.app import create_app
+        from ._arguments import check_runs_folder
 
         check_precision(precision, "--precision")
-        if runs.exists() and not runs.is_dir():
-            raise InputError(f"--runs {runs} is a file; give the folder that holds run folders")
-        if not runs.exists() and runs != Path("runs"):  # a folder asked for by name must be there
-            raise InputError(f"--runs {runs} does not exist; give the folder that holds run folders (e.g. runs)")
+        check_runs_folder(runs)
         remote = host not in LOOPBACK_ADDRESSES
         if remote and not allow_remote:
             raise InputError(f"--host {host} would let other machines reach the explorer; add --allow-remote "
