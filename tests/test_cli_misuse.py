@@ -73,6 +73,7 @@ CASES = [
     ("numbers", COPY + ["--seed", "-1"], "a seed is an integer from 0 to 4294967295"),
     ("numbers", COPY + ["--threads", "0"], "--threads 0 is out of range; this machine runs 1 to"),
     ("numbers", COPY + ["--stop-at", "2"], "stop_at=2.0"),
+    ("numbers", COPY + ["--average-last", "1"], "average_last=1 must be a number of checkpoints to average"),
     ("numbers", COPY + ["--eval-size", "-5"], "eval_size=-5"),
     ("numbers", COPY + ["--vocab-size", "0"], "vocab_size=0"),
     ("numbers", COPY + ["--dropout", "1.5"], "dropout=1.5"),

@@ -38,6 +38,7 @@ T = "Training"
 def register(app: typer.Typer) -> None:
     @app.command()
     def train(
+        ctx: typer.Context,
         task: Optional[str] = typer.Option(None, help="zh-en (default) | copy | reverse | sort | add | tsv | lm; "
                                                      "with --resume: the run's own"),
         data: Optional[str] = typer.Option(None, help="data file: TSV pairs (tsv) or text lines (lm)"),
@@ -76,6 +77,9 @@ def register(app: typer.Typer) -> None:
                                                     "valid loss that stop the run (wsd: start its decay; 0: off;"
                                                     " default 5, auto 10)"),
         stop_at: Optional[float] = typer.Option(None, rich_help_panel=T, help="stop at this exact match"),
+        average_last: Optional[int] = typer.Option(
+            None, rich_help_panel=T, help="average the last N evaluations' weights at the end (paper §6.1: 5);"
+                                          " best/ keeps the mean if it validates better"),
         quiet: bool = typer.Option(False, "--quiet", help="no progress bar"),
         d_model: Optional[int] = typer.Option(None, rich_help_panel=M),
         heads: Optional[int] = typer.Option(None, rich_help_panel=M, help="n_heads"),
@@ -114,6 +118,8 @@ def register(app: typer.Typer) -> None:
         from ..train import TrainConfig, train as run_training
 
         values = locals()
+        if resume:  # a resumed run trains on as it was set up: say which flags that leaves unused
+            _note_ignored_on_resume(ctx)
         # the flags whose 0 means "off": a negative value is neither, so name both right answers
         if patience is not None and patience < 0:
             raise InputError(f"--patience {patience}: give 0 (early stopping off) or a positive number of evaluations")
@@ -139,7 +145,7 @@ def register(app: typer.Typer) -> None:
             max_minutes=max_minutes, accum_steps=accum_steps,
             noam_factor=noam_factor, clip_norm=clip_norm or None,
             weight_decay=weight_decay, device=device, eval_every=eval_every,
-            eval_size=eval_size, stop_at=stop_at, quiet=quiet,
+            eval_size=eval_size, stop_at=stop_at, average_last=average_last, quiet=quiet,
             **{**paper, **fixed})
         from ..limits import check_device
         check_device(cfg.device)  # before the auto recipe, whose speed probe runs on it
@@ -164,9 +170,6 @@ def register(app: typer.Typer) -> None:
             if _is_rank0():
                 flags = {f for f in MODEL_FLAGS if values[f] is not None} | given
                 typer.echo(r.block({"--" + f.replace("_", "-") for f in flags}))
-        if resume and overrides:
-            given = ", ".join("--" + flag.replace("_", "-") for flag in MODEL_FLAGS if values[flag] is not None)
-            typer.echo(f"note: --resume keeps the run's own model; ignoring {given}", err=True)
         if cfg.bf16 and cfg.device.startswith("cpu"):
             from ..nn.routes import onednn_bf16
             if not onednn_bf16():  # issue 11: say so once; autocast still runs, never a crash
@@ -175,6 +178,24 @@ def register(app: typer.Typer) -> None:
         result = run_training(cfg, resume=resume, model_overrides=overrides, force=force)
         if _is_rank0():  # under torchrun only rank 0 reports
             print_summary(result)
+
+
+# what --resume takes from the command line; every other flag is the run's own (train/loop.py rebuilds
+# the TrainConfig from checkpoint/, the model from its config.json)
+RESUME_READS = {"task", "data", "out", "max_minutes", "max_steps", "resume", "quiet"}
+
+
+def _note_ignored_on_resume(ctx) -> None:
+    """One line naming every flag given with --resume that the resumed run does not use (the model's
+    flags, the schedule's, --average-last ...): a flag must never look as if it took effect."""
+    # by the source's name: recent Typer vendors its own click, whose enum is not click's
+    ignored = [p.secondary_opts[0] if getattr(p, "secondary_opts", None) and ctx.params.get(p.name) is False
+               else p.opts[0] for p in ctx.command.params if p.name not in RESUME_READS
+               and getattr(ctx.get_parameter_source(p.name), "name", None) == "COMMANDLINE"]
+    if ignored:
+        typer.echo(f"note: --resume continues the run with its own model and training settings; ignoring "
+                   f"{', '.join(ignored)} (to change them, start a new run with another --out, or --force)",
+                   err=True)
 
 
 def _is_rank0() -> bool:
@@ -201,6 +222,9 @@ def print_summary(result) -> None:
         if result.baseline is not None:  # issue 32 §5: the score beside the data's simple baseline
             from ..train.baselines import line
             typer.echo(line(t, result.baseline))
+    if result.averaged:  # --average-last: what the mean scored, and which weights best/ holds
+        from ..train.averaging import summary
+        typer.echo(summary(result.averaged, result.averaged.get("monitor", "loss")))
     if result.verdict:
         typer.echo(result.verdict["text"])
     d = result.run_dir

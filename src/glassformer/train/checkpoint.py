@@ -172,6 +172,11 @@ def _read_json(path: Path) -> dict:
         raise InputError(f"checkpoint file {path} is not valid JSON ({e}); the checkpoint is corrupt") from None
 
 
+def read_meta(dir: str | Path) -> dict:
+    """A checkpoint's meta.json (task, step, metrics) without loading its weights."""
+    return _read_json(resolve(dir) / META)
+
+
 def load_checkpoint(dir: str | Path, device: str = "cpu") -> Checkpoint:
     """Load a checkpoint (or a run folder's best one). A missing or corrupt one: InputError."""
     from safetensors.torch import load_model

@@ -83,6 +83,8 @@ class TrainConfig(StrictConfig):
     # stopping (wsd never stops part-way down its decay: in its stable phase they start the decay early)
     monitor: str | None = None  # None: exact_match for seq2seq tasks, loss for language models
     stop_at: float | None = None  # stop as soon as the monitored exact match reaches this
+    # averaging.py (paper §6.1): the mean of the last N evaluations' weights, kept as best/ if it validates better
+    average_last: int | None = None
     log_every: int = 10
     quiet: bool = False
 
@@ -130,6 +132,10 @@ class TrainConfig(StrictConfig):
         _check(self.stop_at is None or isinstance(self.stop_at, (int, float)) and not isinstance(self.stop_at, bool)
                and 0 < self.stop_at <= 1,
                f"stop_at={self.stop_at!r} must be an exact-match fraction in (0, 1]")
+        _check(self.average_last is None or isinstance(self.average_last, int)
+               and not isinstance(self.average_last, bool) and self.average_last >= 2,
+               f"average_last={self.average_last!r} must be a number of checkpoints to average, at least 2 "
+               "(or None: no averaging)")
         _check(isinstance(self.device, str) and (self.device in ("cpu", "cuda") or self.device.startswith("cuda:")),
                f"device={self.device!r} must be cpu, cuda or cuda:N")
         # every setting is used by the task or refused: a flag the task ignores would train something

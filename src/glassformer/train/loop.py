@@ -31,7 +31,7 @@ from ..errors import GlassformerError, InputError
 from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
-from . import distributed, run_end, run_folder
+from . import averaging, distributed, run_end, run_folder
 from .batching import bucket_key, example_length
 from .dropout_rule import DropoutDecision, set_dropout
 from .evaluate import batch_loss, collate, evaluate
@@ -75,6 +75,7 @@ class TrainResult:
     reloaded: dict[str, Any] = field(default_factory=dict)  # best/ read back and scored again (valid)
     baseline: dict[str, Any] | None = None  # the data's simple baseline (baselines.py), on the same splits
     verdict: dict[str, Any] = field(default_factory=dict)  # would more minutes help (verdict.py)
+    averaged: dict[str, Any] = field(default_factory=dict)  # --average-last: the mean's score (averaging.py)
 
 
 # ---- reproducibility ----
@@ -160,7 +161,7 @@ def _score(metrics: dict, monitor: str) -> tuple:
     return (-metrics["loss"],)
 
 
-FINISHED = ("baseline", "verdict")  # records of a finished run, written again when it is resumed
+FINISHED = ("baseline", "verdict", "valid-averaged")  # records of a finished run, written again when it is resumed
 
 
 class MetricsLog:
@@ -268,9 +269,13 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
     log = MetricsLog(run_dir / "metrics.jsonl", step if resume else None, rt.is_main)
     monitor = cfg.monitored
+    # averaging.py (§6.1): the last evaluations' weights, carried through --resume in checkpoint/
+    average = averaging.LastWeights(cfg.average_last) if cfg.average_last else None
+    if average is not None and state is not None and state.get("average_last"):
+        average.load_state_dict(state["average_last"])
     meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict(), "data_sha256": fingerprint}
 
-    def save(dirname: str, with_state: bool, metrics: dict) -> None:
+    def save(dirname: str, with_state: bool, metrics: dict, weights=None, meta: dict | None = None) -> None:
         if not rt.is_main:
             return
         s = None
@@ -280,8 +285,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                  "tokens_seen": tokens_seen, "best_score": best_score, "best_metrics": best_metrics,
                  "wsd_clock": budget.state_dict(), "dropout_rule": rule.decided if rule else ruled,
                  "train_config": cfg.to_dict(), "elapsed_s": clock() - start}
-        ckpt.save_checkpoint(run_dir / dirname, model, model_config, data.tokenizers, s,
-                             {**meta_base, "step": step, "metrics": run_end.public(metrics)})
+            if average is not None:
+                s["average_last"] = average.state_dict()
+        ckpt.save_checkpoint(run_dir / dirname, weights if weights is not None else model, model_config,
+                             data.tokenizers, s, {**meta_base, "step": step, "metrics": run_end.public(metrics),
+                                                  **(meta or {})})
 
     def run_eval() -> dict:
         m = evaluate(model, data, "valid", limit=cfg.eval_size, device=rt.device) if rt.is_main else None
@@ -301,6 +309,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     stop_reason = "max_steps"
     progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
     window_tokens, window_start = 0, clock()
+    metrics: dict = {}  # the last evaluation's
     # threads the recipe chose from the free cores: re-checked at each evaluation (one process only:
     # under torchrun each worker's threads are the launcher's business)
     watch = ThreadWatch() if cfg.threads_auto and rt.world == 1 and str(rt.device).startswith("cpu") else None
@@ -370,6 +379,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                                "elapsed_s": clock() - start})
                 log.write({"step": step, "split": "valid", **run_end.public(metrics), "elapsed_s": clock() - start})
                 progress.note(_eval_line(step, metrics, improved))
+                if average is not None:
+                    average.add(step, model)
                 save("checkpoint", True, metrics)
                 last_saved = step
                 changed = watch.check() if watch is not None else None
@@ -398,8 +409,24 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         if best_score is None or _score(metrics, monitor) > best_score:
             best_score, best_metrics = _score(metrics, monitor), run_end.public(metrics)
             save("best", False, metrics)
+        if average is not None:
+            average.add(step, model)
         save("checkpoint", True, metrics)
-    result = TrainResult(run_dir, step, stop_reason, clock() - start, best_metrics)
+    averaged = {}
+    if average is not None and rt.is_main and len(average.kept) >= 2:
+        # §6.1: the mean of the last evaluations' weights, scored as they were; best/ only if it validates better
+        mean_model, m = averaging.score_mean(average, model_config, data, cfg, rt.device)
+        better = _score(m, monitor) > best_score
+        best_step = ckpt.read_meta(run_dir / "best").get("step")
+        averaged = {"steps": average.steps, "metrics": run_end.public(m), "best": best_metrics,
+                    "best_step": best_step, "kept_as_best": better, "monitor": monitor}
+        log.write({"step": step, "split": "valid-averaged", "steps": average.steps, **run_end.public(m),
+                   "kept_as_best": better, "elapsed_s": clock() - start})
+        if better:
+            best_score, best_metrics = _score(m, monitor), run_end.public(m)
+            save("best", False, m, weights=mean_model, meta={"averaged_steps": average.steps})
+            save("checkpoint", True, metrics)  # its best score is the average's: a resumed run must beat that
+    result = TrainResult(run_dir, step, stop_reason, clock() - start, best_metrics, averaged=averaged)
     if rt.is_main:
         run_end.finish(result, cfg, data, log, rt)
     distributed.shutdown(rt)
