@@ -379,7 +379,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                                "elapsed_s": clock() - start})
                 log.write({"step": step, "split": "valid", **run_end.public(metrics), "elapsed_s": clock() - start})
                 progress.note(_eval_line(step, metrics, improved))
-                if average is not None:
+                if average is not None and rt.is_main:  # only rank 0 scores and saves the mean
                     average.add(step, model)
                 save("checkpoint", True, metrics)
                 last_saved = step
@@ -409,7 +409,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         if best_score is None or _score(metrics, monitor) > best_score:
             best_score, best_metrics = _score(metrics, monitor), run_end.public(metrics)
             save("best", False, metrics)
-        if average is not None:
+        if average is not None and rt.is_main:
             average.add(step, model)
         save("checkpoint", True, metrics)
     averaged = {}
