@@ -39,8 +39,7 @@ def _pe_arm(vocab: int, arm: str):
     return pe_config(vocab, arm, CharTextTask().seq_len)
 
 
-ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm, "real-ffn": _ffn_arm}
-# real-pe (_pe_arm) joins ROWS when its runs at d_model 128 are merged: the page's row is still the old one
+ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm, "real-ffn": _ffn_arm, "real-pe": _pe_arm}
 # rows whose variants are an arm at one of several test lengths ("rope @ 256 (t ≥ 64)"), the longer windows
 # scored past the training length only (text_task.beyond_batches)
 BY_LENGTH = {"real-pe"}

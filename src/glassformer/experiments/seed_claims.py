@@ -95,8 +95,10 @@ SEED_CLAIMS: tuple[SeedClaim, ...] = (
       rows=("pe-extrapolation", "recall-extrapolation", "real-pe"),
       why="the comparisons of sinusoidal against a learned table past L decide, each on positions ≥ L only and with "
           "the table initialised at the token vectors' scale (rows ≥ L never trained), except those whose arms "
-          "never learned the task at the training length (gate) and the text row (below the 4-gram gate). With the "
-          "token-scale table, the learned arm no longer learns recall at the training length (0 of 5 seeds)"),
+          "never learned the task at the training length (gate). With the token-scale table, the learned arm no "
+          "longer learns recall at the training length (0 of 5 seeds). The text row (`real-pe`, past its 4-gram "
+          "gate since 2026-12-06) decides too; there the arm with no positional encoding is better past L than "
+          "both (the row's table), so sinusoids extrapolate better than a learned table, not well"),
     S("alibi-inverse", "seed 003 §3", "ALiBi直接用一个与距离成反比的偏置项替代正弦编码",
       "ALiBi replaces the sinusoids with a bias inversely proportional to distance", rows=("alibi-distance",)),
     S("alibi-better", "seed 003 §3", "效果更好且支持更长序列",
