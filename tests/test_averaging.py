@@ -84,6 +84,10 @@ def test_a_run_scores_the_mean_of_its_last_evaluations_and_keeps_the_better_as_b
     for k, v in best.model.state_dict().items():
         assert np.allclose(v.double().numpy(), want[k], atol=1e-6), k
     assert (best.meta.get("averaged_steps") == [40, 50, 60]) == better
+    averaged = load_checkpoint(tmp_path / "averaged")  # written either way
+    assert averaged.meta["averaged_steps"] == [40, 50, 60]
+    for k, v in averaged.model.state_dict().items():
+        assert np.allclose(v.double().numpy(), mean[k], atol=1e-6), k
     assert result.reloaded["equal_to_logged"]  # best/ read back scores what was logged for it
 
 
@@ -143,3 +147,16 @@ def test_resume_names_every_flag_it_does_not_use(tmp_path, monkeypatch, capsys):
     named = note.split("ignoring ")[1].split(" (")[0].split(", ")
     assert sorted(named) == sorted(["--lr", "--average-last", "--no-tie", "--seed", "--d-model"])
     assert json.loads((tmp_path / "r" / "checkpoint" / "meta.json").read_text())["train_config"]["lr"] != 0.1
+
+
+def test_force_removes_an_old_runs_average(tmp_path):
+    """A run without --average-last started with --force over one that had it: no averaged/ (nor loss.png)
+    of the old run may pass for the new one's."""
+    data = digit_task("reverse", n=400)
+    train(TrainConfig(out=str(tmp_path), **{**BASE, "max_steps": 30}), data=data, model_overrides=TINY)
+    assert (tmp_path / "averaged").is_dir() and (tmp_path / "loss.png").exists()
+    (tmp_path / "loss.png").write_bytes(b"old")
+    train(TrainConfig(out=str(tmp_path), **{**BASE, "max_steps": 10, "average_last": None}), data=data,
+          model_overrides=TINY, force=True)
+    assert not (tmp_path / "averaged").exists()
+    assert (tmp_path / "loss.png").read_bytes() != b"old"

@@ -228,4 +228,5 @@ def print_summary(result) -> None:
     if result.verdict:
         typer.echo(result.verdict["text"])
     d = result.run_dir
-    typer.echo(f"run folder: {d}/  (best/ = best model, checkpoint/ = resumable, metrics.jsonl, loss.png)")
+    kept = ", averaged/ = the mean" if result.averaged else ""
+    typer.echo(f"run folder: {d}/  (best/ = best model, checkpoint/ = resumable{kept}, metrics.jsonl, loss.png)")

@@ -3,8 +3,9 @@ obtained by averaging the last 5 checkpoints, which were written at 10-minute in
 
 With `--average-last N` the run keeps the weights of its last N evaluations (a copy of each in
 memory, and in `checkpoint/` so that `--resume` continues the same window). When the run ends it
-builds their element-wise mean, scores it on the held-out split like any evaluation, and keeps it
-as `best/` only when it scores better than the best single evaluation: whether the average helps is
+builds their element-wise mean, scores it on the held-out split like any evaluation, writes it to
+`averaged/`, and keeps it as `best/` too only when it scores better than the best single
+evaluation: whether the average helps is
 the validation's call, never assumed (a decayed rate, wsd's or cosine's end, already does much of
 what averaging does, so it may not).
 """
@@ -84,6 +85,6 @@ def summary(averaged: dict, monitor: str) -> str:
         return f"loss {m['loss']:.4f}"
 
     kept = "best/ holds the average" if averaged["kept_as_best"] else (
-        f"best/ keeps step {averaged['best_step']:,}'s weights")
+        f"best/ keeps step {averaged['best_step']:,}'s weights, averaged/ holds the mean")
     return (f"averaged the last {len(steps)} evaluations' weights ({span}): valid {score(averaged['metrics'])}; "
             f"the best single evaluation {score(averaged['best'])}; {kept}")

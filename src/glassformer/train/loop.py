@@ -422,6 +422,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                     "best_step": best_step, "kept_as_best": better, "monitor": monitor}
         log.write({"step": step, "split": "valid-averaged", "steps": average.steps, **run_end.public(m),
                    "kept_as_best": better, "elapsed_s": clock() - start})
+        # averaged/ always holds the mean (eval, translate and export take it like any checkpoint)
+        save("averaged", False, m, weights=mean_model, meta={"averaged_steps": average.steps})
         if better:
             best_score, best_metrics = _score(m, monitor), run_end.public(m)
             save("best", False, m, weights=mean_model, meta={"averaged_steps": average.steps})

@@ -23,7 +23,8 @@ from pathlib import Path
 
 from ..errors import GlassformerError, InputError
 
-RUN_ITEMS = ("checkpoint", "best", "metrics.jsonl", ".checkpoint.old", ".best.old")
+RUN_ITEMS = ("checkpoint", "best", "averaged", "metrics.jsonl", "loss.png", ".checkpoint.old", ".best.old",
+             ".averaged.old")  # what a run writes: --force removes all of it, so no old file passes for the new run's
 
 
 class TrainingInterrupted(GlassformerError):
