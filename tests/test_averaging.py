@@ -160,3 +160,13 @@ def test_force_removes_an_old_runs_average(tmp_path):
           model_overrides=TINY, force=True)
     assert not (tmp_path / "averaged").exists()
     assert (tmp_path / "loss.png").read_bytes() != b"old"
+
+
+def test_too_few_evaluations_to_average_is_said(tmp_path, monkeypatch, capsys):
+    code, out, _ = run(monkeypatch, capsys, "train", "--task", "reverse", "--out", str(tmp_path / "r"),
+                       "--max-steps", "10", "--eval-every", "50", "--eval-size", "20", "--average-last", "3",
+                       "--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--threads", "1",
+                       "--quiet")
+    assert code == 0
+    assert "--average-last 3: the run made 1 evaluation, too few to average" in out
+    assert not (tmp_path / "r" / "averaged").exists()

@@ -228,5 +228,5 @@ def print_summary(result) -> None:
     if result.verdict:
         typer.echo(result.verdict["text"])
     d = result.run_dir
-    kept = ", averaged/ = the mean" if result.averaged else ""
+    kept = ", averaged/ = the mean" if result.averaged and not result.averaged.get("too_few") else ""
     typer.echo(f"run folder: {d}/  (best/ = best model, checkpoint/ = resumable{kept}, metrics.jsonl, loss.png)")

@@ -77,6 +77,10 @@ def summary(averaged: dict, monitor: str) -> str:
     """One line for the end of a run: what the mean scored against the best single evaluation, and
     which of them best/ holds."""
     steps = averaged["steps"]
+    if averaged.get("too_few"):
+        made = f"{len(steps)} evaluation" + ("s" if len(steps) != 1 else "")
+        return (f"--average-last {averaged['n']}: the run made {made}, too few to average (raise --max-steps or "
+                f"--max-minutes, or evaluate more often with --eval-every); no averaged/ written")
     span = f"steps {steps[0]:,}–{steps[-1]:,}"
 
     def score(m: dict) -> str:

@@ -428,6 +428,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             best_score, best_metrics = _score(m, monitor), run_end.public(m)
             save("best", False, m, weights=mean_model, meta={"averaged_steps": average.steps})
             save("checkpoint", True, metrics)  # its best score is the average's: a resumed run must beat that
+    elif average is not None and rt.is_main:  # asked for, and too few evaluations to average: say so
+        averaged = {"steps": average.steps, "too_few": True, "n": average.n}
     result = TrainResult(run_dir, step, stop_reason, clock() - start, best_metrics, averaged=averaged)
     if rt.is_main:
         run_end.finish(result, cfg, data, log, rt)
