@@ -14,9 +14,10 @@ from glassformer.train.tasks import raw_splits
 
 from cli_helpers import run, train_once
 
-TINY_FLAGS = ["--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--norm-position", "pre",
-              "--schedule", "cosine", "--lr", "3e-3", "--warmup", "10", "--batch-size", "32", "--quiet",
-              "--threads", "1"]
+TINY_MODEL = ["--d-model", "32", "--heads", "2", "--layers", "1", "--d-ff", "64", "--norm-position", "pre",
+              "--batch-size", "32", "--quiet", "--threads", "1"]
+# a warmup no longer than the shortest run that uses it (test_run_safety: 2 steps): a longer one is refused
+TINY_FLAGS = [*TINY_MODEL, "--schedule", "cosine", "--lr", "3e-3", "--warmup", "2"]
 
 NOAM = ["--schedule", "noam", "--warmup", "20", "--noam-factor", "2"]
 
@@ -33,7 +34,7 @@ def reverse_run(tmp_path_factory):
     """A tiny reverse model trained for 60 steps through the CLI."""
     out = tmp_path_factory.mktemp("rev") / "run"
     train_once("--task", "reverse", "--out", str(out), "--max-steps", "60",
-               "--eval-every", "30", "--eval-size", "50", "--seed", "3", *TINY_FLAGS, *NOAM)
+               "--eval-every", "30", "--eval-size", "50", "--seed", "3", *TINY_MODEL, *NOAM)
     return out
 
 
@@ -58,7 +59,7 @@ def test_translate_json_gives_one_line_per_input(reverse_run, monkeypatch, capsy
 def test_resume_through_the_cli_matches_the_uninterrupted_run(reverse_run, tmp_path, monkeypatch, capsys):
     out = tmp_path / "run"
     base = ["train", "--task", "reverse", "--out", str(out), "--eval-every", "30", "--eval-size", "50",
-            "--seed", "3", *TINY_FLAGS, *NOAM]  # noam: the rate does not depend on --max-steps
+            "--seed", "3", *TINY_MODEL, *NOAM]  # noam: the rate does not depend on --max-steps
     assert run(monkeypatch, capsys, *base, "--max-steps", "30")[0] == 0
     code, stdout, err = run(monkeypatch, capsys, "train", "--out", str(out), "--resume", "--max-steps", "60", "--quiet")
     assert code == 0, err

@@ -160,6 +160,11 @@ class ModelConfig(StrictConfig):
             tok = getattr(self, name)
             if tok is not None and not (isinstance(tok, int) and 0 <= tok < min(self.vocab_size, self.out_vocab_size)):
                 raise ConfigError(f"{name}={tok!r} is outside the vocabulary [0, {self.vocab_size})")
+        if self.arch != "encoder-decoder" and self.n_dec_layers not in (None, self.n_layers):
+            # a one-stack model has n_layers layers; a second count would be read by some parts and not others
+            raise ConfigError(f"n_dec_layers={self.n_dec_layers} (--dec-layers) sets an encoder-decoder's decoder;"
+                              f" arch={self.arch!r} has one stack of n_layers={self.n_layers}: give n_layers"
+                              f" (--layers {self.n_dec_layers}) instead")
         if self.arch != "encoder-decoder" and self.tgt_vocab_size is not None:
             raise ConfigError(f"tgt_vocab_size={self.tgt_vocab_size} only applies to arch='encoder-decoder'")
         if self.share_embeddings and self.tgt_vocab_size not in (None, self.vocab_size):

@@ -151,3 +151,12 @@ def checked(callback: Callable) -> Callable:
                 check_output_file(name, value, callback.__name__, shown.get(name))
         return callback(*args, **kwargs)
     return run
+
+
+def given(ctx, *names: str) -> list[str]:
+    """Those of `names` (parameter names) the user typed on the command line, not left at their default.
+
+    A default cannot be told from the same value typed, and a flag that has no effect in a combination
+    is refused only when typed. The source's .name is compared: Typer vendors its own click, whose
+    ParameterSource is another class than click's."""
+    return [n for n in names if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"]

@@ -27,6 +27,9 @@ def register(app: typer.Typer) -> None:
         bad = [s for s in chosen or [] if s not in SECTIONS]
         if bad:
             raise InputError(f"unknown bench section {', '.join(bad)}; choose from {', '.join(SECTIONS)}")
+        if notes is not None and md is None:  # the notes are a part of the report, and only --md writes one
+            raise InputError(f"--notes {notes} is appended to the --md report, and no --md is given; give --md FILE,"
+                             " or drop --notes")
         if notes is not None and not notes.is_file():
             raise InputError(f"--notes file {notes} does not exist; give a markdown file")
         results = run_all(quick=quick, only=chosen, log=lambda m: typer.echo(m, err=True))

@@ -16,6 +16,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("case-study")
     def case_study(
+        ctx: typer.Context,
         ckpt: Optional[str] = typer.Option(None, help="a trained zh-en run folder (default: train one)"),
         run: Path = typer.Option(Path("runs/case-study"), help="where to train when --ckpt is not given"),
         # under runs/ by default: run in a clone, the command must not rewrite the committed docs/
@@ -27,8 +28,13 @@ def register(app: typer.Typer) -> None:
         """How the zh-en translator turns 猫 into "cat" and keeps 狗 追 猫 apart from 猫 追 狗, by patching."""
         from ..interp.case_study_report import write
         from ..train.checkpoint import load_checkpoint
+        from ._arguments import given
         from .translate import load_translator
 
+        if ckpt is not None and given(ctx, "run"):  # a translator given is not trained again
+            from ..errors import InputError
+            raise InputError(f"--run {run} is where case-study trains a translator when no --ckpt is given, and"
+                             f" --ckpt {ckpt} is; drop --run, or drop --ckpt to train one there")
         if ckpt is None:
             from ..train import TrainConfig, train
             typer.echo(f"training the zh-en translator into {run} (seed 0, until 100% exact match on valid)", err=True)

@@ -32,9 +32,16 @@ def register(app: typer.Typer) -> None:
         from ..interp import decompose as split
         from . import _interp_io as io
 
+        if top < 1:  # as lens: a slice [:0] or [:-2] would show nothing, or all but the smallest parts
+            raise InputError(f"--top {top} must be at least 1")
         s = io.load(model)
         p = io.prepare(s, text)
         d = split(s.model, *p.inputs)
+        if d.stream.head is None and (token is not None or minus is not None):  # no logits to attribute
+            given = [f"--{n} {v}" for n, v in (("token", token), ("minus", minus)) if v is not None]
+            raise InputError(f"{s.name} has no output head, so there is no logit for {' '.join(given)} to attribute;"
+                             f" drop {'it' if len(given) == 1 else 'them'} (the parts are split all the same), or give"
+                             " a model with a head (a run folder, GPT-2)")
         seq = d.residual.shape[1]
         if not -seq <= position < seq:
             raise InputError(f"--position {position} is outside the sequence; positions are 0..{seq - 1}")

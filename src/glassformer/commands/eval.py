@@ -50,6 +50,10 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
 
     check_precision(precision, "--precision")
     ck = load_checkpoint(ckpt, device=device)
+    if beam > 1 and ck.config.arch != "encoder-decoder":  # only a translation is decoded: the beam would go unused
+        article = "an" if ck.config.arch.startswith("e") else "a"
+        raise InputError(f"--beam {beam} applies to translators, and this one is {article} {ck.config.arch}, scored by"
+                         " its loss and perplexity with no decoding; drop --beam")
     if precision != "fp32" and ck.config.arch not in ("encoder-decoder", "decoder"):
         raise InputError(f"--precision {precision} applies to models that decode, and this one is an"
                          f" {ck.config.arch}; drop --precision")
@@ -96,6 +100,9 @@ def register(app: typer.Typer) -> None:
         from ..errors import InputError
         if beam < 1:
             raise InputError(f"--beam {beam} must be at least 1 (1 is greedy decoding)")
+        if strict and data is None:  # the task's own test split is not checked for unseen pieces
+            raise InputError("--strict refuses pieces of --data unseen in training, and no --data is given; give"
+                             " --data FILE, or drop --strict")
         m = evaluate_checkpoint(ckpt, data, beam, device, strict, warn=lambda line: typer.echo(line, err=True),
                                 precision=precision)
         if json_out:

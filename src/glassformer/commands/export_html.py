@@ -11,6 +11,7 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("export-html")
     def export_html(
+        ctx: typer.Context,
         sentence: Optional[list[str]] = typer.Argument(None, help="The sentence (quoted or not). Default: 猫 吃 鱼."),
         model: str = typer.Option("walkthrough", "--model", help="walkthrough, minilm, or run:<folder> under --runs."),
         out: Path = typer.Option(Path("runs/explorer.html"), "--out", help="The HTML file to write."),
@@ -22,8 +23,12 @@ def register(app: typer.Typer) -> None:
         from ..server.models import ModelRegistry
         from ..server.standalone import write_standalone
 
-        from ._arguments import check_runs_folder
+        from ._arguments import check_runs_folder, given
 
+        if not model.startswith("run:") and given(ctx, "runs"):  # only a run:<folder> model is looked up there
+            from ..errors import InputError
+            raise InputError(f"--runs {runs} is where --model run:<folder> is found, and --model {model} is not one;"
+                             " drop --runs, or give --model run:<folder>")
         check_runs_folder(runs)  # as `serve` reads it
         text = " ".join(sentence) if sentence else "猫 吃 鱼"
         try:

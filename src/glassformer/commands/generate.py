@@ -22,6 +22,7 @@ from ..errors import InputError
 def register(app: typer.Typer) -> None:
     @app.command()
     def generate(
+        ctx: typer.Context,
         ckpt: str = typer.Option(..., help="run folder or checkpoint folder of a language model"),
         prompt: str = typer.Option(..., help="text to continue"),
         max_new_tokens: int = typer.Option(64, help="tokens to add at most"),
@@ -55,10 +56,20 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--top-p {top_p} must be in (0, 1]")
         if window is not None and window < 0:
             raise InputError(f"--window {window} must be at least 1, or 0 to read the whole text")
+        from ._arguments import given
+        unused = given(ctx, "top_k", "top_p", "seed") if temperature == 0 else []
+        if unused:  # greedy decoding takes the most likely token: nothing is sampled
+            shown = " ".join(f"--{n.replace('_', '-')} {ctx.params[n]}" for n in unused)
+            raise InputError(f"--temperature 0 is greedy decoding, which samples nothing, so {shown} would have no"
+                             f" effect; drop {'it' if len(unused) == 1 else 'them'}, or give a --temperature above 0")
         ck = load_checkpoint(ckpt, device=device)
         if ck.config.arch != "decoder":
             raise InputError(f"{ck.path} holds {'an' if ck.config.arch.startswith('e') else 'a'} {ck.config.arch} model; generate needs a language model "
                              "(train one with --task lm); use `glassformer translate` for translators")
+        vocab = ck.config.vocab_size
+        if top_k is not None and top_k > vocab:  # the sampler would keep every token (clamped to the vocabulary)
+            raise InputError(f"--top-k {top_k} is more than the {vocab} tokens of the model's vocabulary; give at most"
+                             f" {vocab} (--top-k {vocab} keeps every token)")
         from ..unknown import UnknownPolicy
         tok = ck.src_tokenizer
         ids = [tok.bos_id, *UnknownPolicy(tok, strict, warn=lambda m: typer.echo(m, err=True)).encode(prompt)]

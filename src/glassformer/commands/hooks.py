@@ -19,6 +19,7 @@ MARKDOWN_COMMAND = "glassformer hooks --markdown docs/hooks.md"
 def register(app: typer.Typer) -> None:
     @app.command()
     def hooks(
+        ctx: typer.Context,
         arch: str = typer.Option("encoder-decoder", help="encoder-decoder | encoder | decoder | llama | t5"),
         model: Optional[str] = typer.Option(None, "--model", help="list a real model's hooks instead: minilm, "
                                                                  "a run folder or a Hugging Face folder"),
@@ -26,9 +27,21 @@ def register(app: typer.Typer) -> None:
         markdown: Optional[Path] = typer.Option(None, "--markdown", help="write the atlas of every preset here"),
     ) -> None:
         """List the hook points a model exposes to run_with_trace and hooks()."""
+        from ..errors import InputError
         from ..interp.atlas import atlas
         from ..interp.atlas import markdown as atlas_markdown
+        from ._arguments import given
 
+        arch_given = bool(given(ctx, "arch"))
+        if markdown is not None:  # the atlas page lists every preset, as a table: nothing picks a model or JSON
+            flags = (("--arch", arch_given), ("--model", model is not None), ("--json", json_out))
+            extra = ", ".join(f for f, on in flags if on)
+            if extra:
+                raise InputError(f"--markdown writes the atlas of every preset as a page, so {extra} would have no"
+                                 f" effect; drop {extra}, or drop --markdown to list one model")
+        elif model is not None and arch_given:  # a real model's hooks are its own, whatever the preset
+            raise InputError(f"--model {model} lists that model's own hooks, so --arch {arch} would have no effect;"
+                             " give --arch or --model, not both")
         if markdown is not None:
             markdown.parent.mkdir(parents=True, exist_ok=True)
             markdown.write_text(atlas_markdown(MARKDOWN_COMMAND) + "\n", encoding="utf-8")

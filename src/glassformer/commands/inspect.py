@@ -15,6 +15,7 @@ from ..errors import InputError
 def register(app: typer.Typer) -> None:
     @app.command()
     def inspect(
+        ctx: typer.Context,
         sentence: str = typer.Argument(..., help="The sentence to run through the model."),
         model: str = typer.Option("minilm", "--model", help="minilm, a checkpoint dir, or a local BERT/GPT-2 HF folder."),
         json_path: Optional[Path] = typer.Option(None, "--json", help="Write tokens, patterns and head roles here."),
@@ -38,6 +39,15 @@ def register(app: typer.Typer) -> None:
         L, H = P.shape[:2]
         if not (0 <= layer < L and 0 <= head < H):
             raise InputError(f"--layer {layer} --head {head} is outside the model; layers 0..{L - 1}, heads 0..{H - 1}")
+        from ._arguments import given
+        picked = given(ctx, "layer", "head")
+        # after the range check, which names a wrong value first; they choose the one head drawn as the
+        # head view, and only --out draws
+        if picked and out is None:
+            shown = " ".join(f"--{n} {ctx.params[n]}" for n in picked)
+            raise InputError(f"{shown} {'picks' if len(picked) == 1 else 'pick'} the head view drawn into --out, and"
+                             f" no --out is given; give --out DIR, or drop {'/'.join('--' + n for n in picked)}"
+                             " (the printed roles cover every head)")
         typer.echo(f"{subject.name}: {L} layers × {H} heads, tokens: {' '.join(result['tokens'])}")
         roles = result["head_roles"]["roles"]
         scores = result["head_roles"]["scores"]
@@ -74,7 +84,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Head roles and the per-layer entropy/distance trend over a sentence set, as a report."""
         from ..inspect import bundled_sentences, load_subject
-        from ..inspect.analysis import analyze, findings, write_report
+        from ..inspect.analysis import analyze, findings, layer_count, write_report
 
         if method not in ("pca", "tsne"):
             raise InputError(f"--method {method!r} is not one of pca, tsne")
@@ -89,6 +99,10 @@ def register(app: typer.Typer) -> None:
         if subject.model.config.n_layers < 2:  # a trend over depth needs two depths (np.polyfit fails)
             raise InputError(f"head-roles reports per-layer trends; {model} has "
                              f"{subject.model.config.n_layers} layer, give a model with at least 2")
+        n_layers = layer_count(subject)
+        if neuron_layer is not None and not 0 <= neuron_layer < n_layers:
+            raise InputError(f"--neuron-layer {neuron_layer} is outside the model; {model} has layers 0..{n_layers - 1}"
+                             f" (default: the middle one, {n_layers // 2})")
         a = analyze(subject, texts, neuron_layer=neuron_layer, method=method, fig_dir=figures)
         cmd = f"glassformer head-roles --model {model} --report {report} --figures {figures} --method {method}"
         write_report(a, report, cmd)

@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         p = io.prepare(s, text)
         ll = logit_lens(s.model, *p.inputs)
         probs = ll.probs()[:, 0]  # (layer, seq, vocab)
+        if top > probs.shape[-1]:  # topk cannot pick more tokens than there are
+            raise InputError(f"--top {top} is more than the {probs.shape[-1]} tokens of {s.name}'s vocabulary;"
+                             f" give at most {probs.shape[-1]}")
         final = probs[-1].argmax(-1)
         p_final = probs[:, torch.arange(len(final)), final].numpy()  # (layer, seq)
         topk = probs.topk(top, dim=-1)

@@ -67,6 +67,10 @@ def register(app: typer.Typer) -> None:
         check_precision(precision, "--precision")
         check_runs_folder(runs)
         remote = host not in LOOPBACK_ADDRESSES
+        if allow_remote and not remote:  # the opt-in asked for other machines, and this --host lets none in
+            raise InputError(f"--allow-remote opts in to a --host other machines can reach, and --host {host} is this"
+                             " machine only; give --host 0.0.0.0 (every interface) or this machine's address,"
+                             " or drop --allow-remote")
         if remote and not allow_remote:
             raise InputError(f"--host {host} would let other machines reach the explorer; add --allow-remote "
                              "to mean it, or keep the default 127.0.0.1")

@@ -71,7 +71,8 @@ def register(app: typer.Typer) -> None:
         threads: Optional[int] = typer.Option(None, rich_help_panel=T,
                                               help="CPU threads (default: 1 for built-in tasks, else PyTorch's)"),
         eval_every: int = typer.Option(200, rich_help_panel=T, help="evaluate every N steps"),
-        eval_size: int = typer.Option(500, rich_help_panel=T, help="held-out examples per evaluation"),
+        eval_size: int = typer.Option(500, rich_help_panel=T,
+                                      help="held-out examples per evaluation (at most; all of them if fewer)"),
         patience: Optional[int] = typer.Option(None, rich_help_panel=T,
                                                help="evaluations in a row with neither a better score nor a lower "
                                                     "valid loss that stop the run (wsd: start its decay; 0: off;"
@@ -175,6 +176,8 @@ def register(app: typer.Typer) -> None:
             if not onednn_bf16():  # issue 11: say so once; autocast still runs, never a crash
                 typer.echo("note: this CPU has no native bf16 (AVX512_BF16 or AMX); --bf16 runs emulated"
                            " and is likely slower than float32 here", err=True)
+        if not resume:  # every flag given is read by this run, or the run is refused (the class of --resume's)
+            _check_flags_used(ctx, cfg, overrides, recipe)
         result = run_training(cfg, resume=resume, model_overrides=overrides, force=force)
         if _is_rank0():  # under torchrun only rank 0 reports
             print_summary(result)
@@ -185,17 +188,68 @@ def register(app: typer.Typer) -> None:
 RESUME_READS = {"task", "data", "out", "max_minutes", "max_steps", "resume", "quiet"}
 
 
+def _given(ctx) -> set[str]:
+    """Every parameter typed on the command line (not left at its default)."""
+    from ._arguments import given
+    return set(given(ctx, *(p.name for p in ctx.command.params)))
+
+
+def _flag(ctx, name: str) -> str:
+    """A parameter's flag as typed: --no-tie for a False switch, else its first spelling."""
+    p = next(p for p in ctx.command.params if p.name == name)
+    return p.secondary_opts[0] if getattr(p, "secondary_opts", None) and ctx.params.get(name) is False else p.opts[0]
+
+
 def _note_ignored_on_resume(ctx) -> None:
     """One line naming every flag given with --resume that the resumed run does not use (the model's
     flags, the schedule's, --average-last ...): a flag must never look as if it took effect."""
-    # by the source's name: recent Typer vendors its own click, whose enum is not click's
-    ignored = [p.secondary_opts[0] if getattr(p, "secondary_opts", None) and ctx.params.get(p.name) is False
-               else p.opts[0] for p in ctx.command.params if p.name not in RESUME_READS
-               and getattr(ctx.get_parameter_source(p.name), "name", None) == "COMMANDLINE"]
+    ignored = [_flag(ctx, name) for name in sorted(_given(ctx) - RESUME_READS,
+                                                   key=[p.name for p in ctx.command.params].index)]
     if ignored:
         typer.echo(f"note: --resume continues the run with its own model and training settings; ignoring "
                    f"{', '.join(ignored)} (to change them, start a new run with another --out, or --force)",
                    err=True)
+
+
+def _check_flags_used(ctx, cfg, overrides: dict, recipe: str) -> None:
+    """Refuse a flag this run would not read, in one line with what would be right: a flag that does
+    nothing must not look as if it had taken effect. `overrides` is the model's fields as the run will
+    build them (the recipe's choices under the flags); ModelConfig and TrainConfig refuse the rest."""
+    from ..config import ModelConfig
+    from ..errors import ConfigError
+
+    def final(field: str):  # the model field as the run will build it
+        return overrides.get(field, ModelConfig.__dataclass_fields__[field].default)
+
+    schedule, lm = cfg.schedule, cfg.task == "lm"
+    rules = [  # (parameter, unused when, what to say after the flag)
+        ("lr", schedule == "noam", "is not read by the noam schedule, which computes its own rate, d_model^-0.5 · "
+         "min(step^-0.5, step · warmup^-1.5) (paper §5.3): scale that with --noam-factor, or choose --schedule "
+         "rsqrt, cosine, wsd or constant, whose peak --lr sets"),
+        ("noam_factor", schedule != "noam", f"scales only the noam schedule; this run's is {schedule}, whose peak "
+         "--lr sets"),
+        ("warmup", schedule == "constant", "is not read by --schedule constant, which holds one rate from the first "
+         "step; for a warmup then a held rate use --schedule wsd (or rsqrt, cosine)"),
+        ("warmup", cfg.max_steps is not None and cfg.warmup > cfg.max_steps,
+         f"is longer than the run (--max-steps {cfg.max_steps}), which would stop before its rate "
+         "reached the peak; give a shorter --warmup"),
+        ("block_size", not lm, "sets a language model's window (--task lm); a translator trains on whole pairs"),
+        ("recipe", recipe == "auto" and cfg.task not in ("tsv", "lm"),
+         f"chooses its settings from a data file (--task tsv or lm); task {cfg.task} trains with the paper's "
+         "(--recipe paper), and every flag still overrides them"),
+        ("share", lm, "chooses whether an encoder-decoder's source and target share one embedding; a language "
+         "model has one table (--tie/--no-tie ties the output projection to it)"),
+        ("max_len", final("pe") != "learned", f"sizes a learned position table (--pe learned); pe {final('pe')} "
+         "has none and reads any position up to the sequence limit"),
+        ("norm_eps", final("norm") == "none", "has nothing to act on: --norm none has no normalisation"),
+        ("final_norm", final("norm") == "none", "has nothing to act on: --norm none has no normalisation"),
+    ]
+    given = _given(ctx)
+    for name, unused, why in rules:
+        if name in given and unused:
+            value = ctx.params.get(name)
+            typed = _flag(ctx, name) + ("" if isinstance(value, bool) else f" {value}")
+            raise ConfigError(f"{typed} {why}")
 
 
 def _is_rank0() -> bool:

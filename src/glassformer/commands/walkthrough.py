@@ -16,10 +16,12 @@ LANGS = ("en", "zh", "none")
 def register(app: typer.Typer) -> None:
     @app.command()
     def walkthrough(
+        ctx: typer.Context,
         sentence: Optional[list[str]] = typer.Argument(
             None, help="Whitespace-separated tokens (quoted or not), or unsegmented Chinese (segmented "
                        "with jieba). Default: the seed's 猫 吃 鱼."),
-        seed: int = typer.Option(0, "--seed", help="Seed for every weight (and for --random-embeddings)."),
+        seed: int = typer.Option(0, "--seed", help="Seed for every weight (and for --random-embeddings);"
+                                                    " not with --ckpt."),
         ckpt: Optional[str] = typer.Option(None, "--ckpt", help="Trace a trained checkpoint instead "
                                            "(its model, tokenizer and embeddings); excludes the model flags."),
         random_embeddings: bool = typer.Option(
@@ -30,7 +32,8 @@ def register(app: typer.Typer) -> None:
         json_path: Optional[Path] = typer.Option(None, "--json", help="Write {tokens, config, params, trace}."),
         html_path: Optional[Path] = typer.Option(None, "--html", help="Write one self-contained HTML file."),
         md_path: Optional[Path] = typer.Option(None, "--markdown", help="Write a Markdown report."),
-        out: Path = typer.Option(Path("runs/walkthrough"), "--out", help="Folder for the PNG pictures."),
+        out: Path = typer.Option(Path("runs/walkthrough"), "--out",
+                                 help="Folder for the PNG pictures (not with --no-plots)."),
         plots: bool = typer.Option(True, "--plots/--no-plots", help="Draw the PNG pictures."),
         quiet: bool = typer.Option(False, "--quiet", help="Do not print the steps (files only)."),
         max_cols: int = typer.Option(12, "--max-cols", help="Columns shown per table (the rest elided)."),
@@ -67,12 +70,27 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"--lang {lang!r} is not one of {', '.join(LANGS)}")
             if max_cols < 1:
                 raise InputError(f"--max-cols {max_cols} must be at least 1")
+            from ._arguments import given
+            typed = given(ctx, "seed", "out", "lang", "max_cols")
+            if "out" in typed and not plots:  # --out is only the pictures' folder
+                raise InputError(f"--out {out} is the folder of the pictures, and --no-plots draws none; drop --out,"
+                                 " or drop --no-plots")
+            shaping = [f"--{n.replace('_', '-')} {ctx.params[n]}" for n in typed if n in ("lang", "max_cols")]
+            # the steps they shape are printed, or written by --markdown / --html; a call that produces
+            # nothing at all is refused as a whole in _run
+            if shaping and quiet and md_path is None and html_path is None and (plots or json_path is not None):
+                one = len(shaping) == 1
+                raise InputError(f"{' '.join(shaping)} {'shapes' if one else 'shape'} the printed steps and the"
+                                 " --markdown/--html reports, and --quiet with neither shows no steps; drop"
+                                 f" {'it' if one else 'them'}, or drop --quiet, or give --markdown FILE or --html FILE")
             flags = dict(d_model=d_model, n_heads=heads, d_k=d_k, n_layers=layers, d_ff=d_ff, pe=pe, norm=norm,
                          norm_position=norm_position, norm_eps=norm_eps, activation=activation,
                          final_norm=final_norm, residual=residual, scale_scores=scale_scores,
                          embed_scale=embed_scale)
-            _run(" ".join(sentence) if sentence else None, seed, ckpt, random_embeddings, None if lang == "none" else lang, json_path,
-                 html_path, md_path, out if plots else None, quiet, max_cols, flags)
+            # an untyped --seed is None: build() refuses a typed one with --ckpt, whose weights are trained
+            _run(" ".join(sentence) if sentence else None, seed if "seed" in typed else None, ckpt, random_embeddings,
+                 None if lang == "none" else lang, json_path, html_path, md_path, out if plots else None, quiet,
+                 max_cols, flags)
         except GlassformerError as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2)
@@ -94,6 +112,11 @@ def _run(sentence, seed, ckpt, random_embeddings, lang, json_path, html_path, md
     from ..walkthrough.steps import build_steps
 
     result = build(sentence, seed=seed, ckpt=ckpt, random_embeddings=random_embeddings, **flags)
+    if quiet and out is None and json_path is None and md_path is None and html_path is None:
+        # refused after build(): a mistake in the sentence or the model flags is the one to name first
+        from ..errors import InputError
+        raise InputError("--quiet --no-plots with no --json, --markdown or --html prints and writes nothing; drop"
+                         " --quiet to print the steps, drop --no-plots to draw the pictures, or give a file to write")
     steps = build_steps(result, lang)
     pictures = None
     if out is not None:

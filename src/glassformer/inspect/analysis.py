@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from . import neurons as neurons_mod
 from . import projection, views
 from .loader import Subject
@@ -33,13 +34,20 @@ class Analysis:
     neuron_layer: int = 0
 
 
+def layer_count(subject: Subject) -> int:
+    """Layers of the stack analysed: an LM's decoder, else the encoder (a translator's too)."""
+    cfg = subject.model.config
+    return cfg.n_layers if subject.kind != "decoder" else cfg.dec_layers
+
+
 def analyze(subject: Subject, sentences: list[str], neuron_layer: int | None = None,
             n_neurons: int = 4, proj_layer: int = 0, method: str = "pca",
             fig_dir: str | Path | None = None) -> Analysis:
     """Run every sentence once and gather role scores, trends, neurons and a head projection."""
-    cfg = subject.model.config
-    L = cfg.n_layers if subject.kind != "decoder" else cfg.dec_layers
+    L = layer_count(subject)
     neuron_layer = L // 2 if neuron_layer is None else neuron_layer
+    if not 0 <= neuron_layer < L:  # the hook name below would name no layer (a KeyError deep in the trace)
+        raise InputError(f"neuron layer {neuron_layer} is outside {subject.name}; its layers are 0..{L - 1}")
     prefix = "dec.{}.self_attn" if subject.causal else "enc.{}.attn"
     ffn = ("dec.{}.ffn.act" if subject.causal else "enc.{}.ffn.act").format(neuron_layer)
     z_name = prefix.format(proj_layer) + ".z"

@@ -15,7 +15,8 @@ from typing import Any
 from ..config import StrictConfig
 from ..errors import ConfigError
 
-TASKS = ("zh-en", "copy", "reverse", "sort", "add", "tsv", "lm")
+DIGIT_TASKS = ("copy", "reverse", "sort", "add")  # built-in digit tasks: one shared vocabulary
+TASKS = ("zh-en", *DIGIT_TASKS, "tsv", "lm")
 SCHEDULES = ("noam", "rsqrt", "cosine", "wsd", "constant")
 RECIPES = ("paper", "auto")
 TOKENIZERS = ("char", "word", "jieba", "bpe", "unigram")
@@ -98,6 +99,12 @@ class TrainConfig(StrictConfig):
                                           and all(k in TOKENIZERS for k in self.tokenizer.split("/"))),
                f"tokenizer={self.tokenizer!r} is not one of {', '.join(TOKENIZERS)}"
                " (or SOURCE/TARGET, e.g. char/word)")
+        # tasks with one tokenizer (a text, or the digit tasks' shared symbols) cannot take a pair of kinds
+        one_side = self.task == "lm" or self.task in DIGIT_TASKS
+        if one_side and self.tokenizer is not None and "/" in self.tokenizer:
+            src_kind, _, tgt_kind = self.tokenizer.partition("/")
+            _check(src_kind == tgt_kind, f"tokenizer={self.tokenizer!r}: task {self.task!r} has one tokenizer "
+                   f"for both sides (one vocabulary), so a pair of kinds cannot apply; give one, e.g. {src_kind!r}")
         _check(self.recipe in RECIPES, f"recipe={self.recipe!r} is not one of {', '.join(RECIPES)}")
         _check(self.monitor is None or self.monitor in MONITORS,
                f"monitor={self.monitor!r} is not one of {', '.join(MONITORS)}")

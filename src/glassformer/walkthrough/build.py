@@ -70,16 +70,20 @@ def seed_model(sentence: str | None = None, seed: int = 0, random_embeddings: bo
     return model, tokens, ids, vocab, source
 
 
-def build(sentence: str | None = None, seed: int = 0, ckpt: str | None = None,
+def build(sentence: str | None = None, seed: int | None = None, ckpt: str | None = None,
           random_embeddings: bool = False, **model_flags: Any) -> dict:
-    """Trace `sentence` (default 猫 吃 鱼) through the seed's encoder, or through a checkpoint's model."""
+    """Trace `sentence` (default 猫 吃 鱼) through the seed's encoder, or through a checkpoint's model.
+
+    `seed` draws the seed model's weights (default 0); a checkpoint's are trained, so it takes none."""
     if ckpt is not None:
         given = sorted(_flag(k) for k, v in model_flags.items() if v is not None)
-        if given or random_embeddings:
-            extra = ", ".join(given + (["--random-embeddings"] if random_embeddings else []))
+        if given or random_embeddings or seed is not None:
+            extra = ", ".join(given + (["--random-embeddings"] if random_embeddings else [])
+                              + (["--seed"] if seed is not None else []))
             raise InputError(f"--ckpt takes the model and embeddings from the checkpoint; drop {extra}")
         model, tokens, ids, vocab, source, stack = _from_checkpoint(ckpt, sentence)
     else:
+        seed = 0 if seed is None else seed
         model, tokens, ids, vocab, source = seed_model(sentence, seed, random_embeddings, **model_flags)
         stack = "enc"
     model = model.to(torch.float64).eval()
