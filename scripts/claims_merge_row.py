@@ -9,9 +9,10 @@ how they were summed. Both files get S — the page's seconds and run.json's mus
 the note that says why (tests/test_claims_runs.py checks every measured folder) — then the page is
 regenerated from the published docs/claims.json with every measured folder (scripts/claims_redecide.py
 --base), unless --no-page. Without --seconds, S is the sum of the seconds each of the row's runs kept when it
-trained (Context.memo, since 2026-12-06), and the note is written from what was summed; a run taken from the
-archive (--runs) or trained by another row is counted where it trained; a row with a run that trained but kept
-no time (older code) needs --seconds and --note.
+trained (Context.memo, since 2026-12-06; a run of this row that a later session takes back from the archive
+keeps its time there), and the note is written from what was summed; a run another row trained, or one from the
+archive with no time, is counted where it trained; a row with a run that trained but kept no time (older code)
+needs --seconds and --note.
 """
 
 import argparse
@@ -66,8 +67,9 @@ def run_seconds(row: str, out: Path, archive: Path = ROOT / "docs" / "claims" / 
     total = sum(sec for sec, _ in timed)
     threads = sorted({t for _, t in timed})
     note = (f"one-core seconds of the {len(timed)} runs this row trained, each timed by itself when it trained "
-            f"(Context.memo; {', '.join(map(str, threads)) or 'no'} thread(s) per run), summed; {reused} runs taken "
-            "from the archive or trained by another row are counted where they trained")
+            f"(Context.memo; {', '.join(map(str, threads)) or 'no'} thread(s) per run; a run trained in an earlier "
+            f"session keeps its time in its archived file), summed; {reused} runs taken from the archive or "
+            "trained by another row are counted where they trained")
     return round(total, 1), note
 
 

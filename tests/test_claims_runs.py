@@ -307,8 +307,9 @@ def test_ablate_reverse_keeps_the_rows_order_and_says_so_and_fresh_is_refused_be
 
 def test_the_merge_script_sums_the_seconds_the_rows_own_runs_kept(tmp_path, monkeypatch):
     """Without --seconds the merge sums each run's own time (Context.memo keeps it when the run trains): two
-    runs trained here (3.5 s and 7.5 s on a faked clock) count, a run taken from the archive and the sweep's
-    summary file do not, nor a run another row trained into the same cache; a run that trained but kept no
+    runs trained here (3.5 s and 7.5 s on a faked clock) count, and one this row trained in an earlier session,
+    taken back from the archive with its time (40 s); a run from the archive with no row or time, the sweep's
+    summary file and a run another row trained into the same cache do not; a run that trained but kept no
     time (older code) asks for --seconds."""
     import importlib.util
 
@@ -321,20 +322,24 @@ def test_the_merge_script_sums_the_seconds_the_rows_own_runs_kept(tmp_path, monk
     archive.mkdir()
     reused = {"identity": {"run": "archived"}, "value": {"loss": 2.0}}
     (archive / f"full.{_digest(reused['identity'])}.json").write_text(json.dumps(reused), encoding="utf-8")
+    # a run this row trained in an earlier session (its process ended; the run was archived with its time)
+    earlier = {"identity": {"run": "earlier"}, "value": {"loss": 1.5}, "seconds": 40.0, "threads": 1, "row": "real-pe"}
+    (archive / f"full.{_digest(earlier['identity'])}.json").write_text(json.dumps(earlier), encoding="utf-8")
     out = tmp_path / "out"
     ctx = base.Context(quick=False, seeds=[0, 1], out_dir=out, log=lambda s: None,
                        memo_dir=out / "cache" / "runs" / "real-pe", archive=archive)
     ctx.memo("rope.s0", lambda: {"loss": 1.0}, {"run": 0})
     ctx.memo("lr-sweep-valid.rope.0.01.s1000", lambda: {"loss": 1.1}, {"run": 1})
     ctx.memo("rope.s1", lambda: pytest.fail("trained"), reused["identity"])
+    ctx.memo("rope.s3", lambda: pytest.fail("trained"), earlier["identity"])
     ctx.memo("lr-sweep-valid.rope", lambda: {"0.01": [1.1]}, {"sweep": "rope"})  # a summary, not a run
     other = base.Context(quick=False, seeds=[0], out_dir=out, log=lambda s: None,
                          memo_dir=out / "cache" / "runs" / "real-heads")
     other.memo("h=8.s2", lambda: {"loss": 0.5}, {"run": 2})  # 60 s, trained by real-heads
     ctx.memo("sinusoidal.s2", lambda: pytest.fail("trained"), {"run": 2})
     seconds, note = script.run_seconds("real-pe", out, archive)
-    assert seconds == 3.5 + 7.5
-    assert "the 2 runs this row trained" in note and "2 runs taken from the archive" in note
+    assert seconds == 3.5 + 7.5 + 40.0  # the earlier session's run counts: it is this row's, and timed
+    assert "the 3 runs this row trained" in note and "2 runs taken from the archive" in note
     for f in (out / "cache" / "runs" / "shared").glob("*.json"):  # as runs trained before times were kept
         kept = json.loads(f.read_text(encoding="utf-8"))
         kept.pop("seconds", None)

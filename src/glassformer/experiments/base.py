@@ -62,6 +62,7 @@ class Context:
         mode = "quick" if self.quick else "full"
         path = self.memo_dir / f"{mode}.{key}.json"
         shared = archived = seconds = None
+        taken = None  # an archived run's file, kept whole (its time and row too) in this cache
         if identity is not None:
             if not share:
                 identity = {**identity, "built_by": f"{self.memo_dir.name}/{key}"}
@@ -75,6 +76,7 @@ class Context:
             value = json.loads(shared.read_text(encoding="utf-8"))["value"]
         elif archived is not None and archived.exists():
             value = archived_value(archived, identity)
+            taken = json.loads(archived.read_text(encoding="utf-8"))
         else:
             start = time.perf_counter()
             value = compute()
@@ -84,7 +86,9 @@ class Context:
         if not path.exists():
             atomic_write(path, json.dumps(value))
         if shared is not None and not shared.exists():  # with what it was, for a reader of the cache
-            kept = {"identity": identity, "value": value}
+            # a run from the archive keeps the time and row it trained with: a row resumed in a later
+            # session from the archive still sums the runs it trained before (claims_merge_row.run_seconds)
+            kept = {**(taken or {}), "identity": identity, "value": value}
             if seconds is not None:  # what the run cost, so that a row's time sums its runs (issue 28 §7)
                 kept.update(seconds=round(seconds, 1), threads=torch.get_num_threads(), row=self.memo_dir.name)
             atomic_write(shared, json.dumps(kept))
