@@ -39,7 +39,25 @@ def _pe_arm(vocab: int, arm: str):
     return pe_config(vocab, arm, CharTextTask().seq_len)
 
 
-ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm, "real-ffn": _ffn_arm, "real-pe": _pe_arm}
+def _norm_arm(vocab: int, arm: str):
+    from glassformer.experiments.real_norm import DEPTH
+
+    return text_config(vocab, n_layers=DEPTH, norm_position=arm.split("-LN")[0].lower())
+
+
+ROWS = {"real-heads": _heads_arm, "dk-sweet-spot": _heads_arm, "real-ffn": _ffn_arm, "real-pe": _pe_arm,
+        "real-norm": _norm_arm}
+
+
+def _spec(row: str, ctx, arm: str):
+    """The spec the row trains an arm with: the text rows' spec, except real-norm's (its own step count, and
+    no warmup for the arms named so: the decay starts at the same step)."""
+    if row != "real-norm":
+        return text_spec(ctx)
+    from glassformer.experiments.real_norm import spec
+
+    s = spec(ctx)
+    return dataclasses.replace(s, warmup=0, decay_from=s.warmup) if arm.endswith("no warmup") else s
 # rows whose variants are an arm at one of several test lengths ("rope @ 256 (t ≥ 64)"), the longer windows
 # scored past the training length only (text_task.beyond_batches)
 BY_LENGTH = {"real-pe"}
@@ -105,9 +123,8 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
     task = CharTextTask()
     L = task.seq_len
     ctx = base.Context(quick=False, seeds=published["seeds"], out_dir=ROOT)
-    spec = text_spec(ctx)
     evals = _evals(row, task)
-    valid = {"valid": base.validation_batches(task, spec.batch_size)}
+    valid = {"valid": base.validation_batches(task, _spec(row, ctx, "").batch_size)}
     runs = _shared()
     arms = {v["name"]: _arm_and_length(row, v["name"], L) for v in published["variants"]}
     rates = _chosen_rates(published["setup"], sorted({arm for arm, _ in arms.values()}))
@@ -115,6 +132,7 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
     for variant in published["variants"]:
         arm, length = arms[variant["name"]]
         cfg = ROWS[row](task.vocab_size, arm)
+        spec = _spec(row, ctx, arm)
         key = arm.replace(" ", "_")  # the arm's memo key (text_task.run_arms)
         for seed, value in zip(published["seeds"], variant["values"]):
             identity = base.run_identity(cfg, task, dataclasses.replace(spec, lr=rates[arm]), seed, evals)
@@ -132,7 +150,7 @@ def test_each_published_value_is_the_archived_run_the_code_describes(row):
         if all(str(lr) in sweep for lr in base.LR_GRID):
             swept.add(arm)
             assert float(base.choose_lr(sweep)) == rates[arm], (row, arm, sweep)
-    if row in ("real-heads", "real-ffn", "real-pe"):  # measured with the archive: every arm's sweep is in it
+    if row in ("real-heads", "real-ffn", "real-pe", "real-norm"):  # measured with the archive: every arm's sweep is in it
         assert swept == {arm for arm, _ in arms.values()}
 
 

@@ -160,3 +160,15 @@ def given(ctx, *names: str) -> list[str]:
     is refused only when typed. The source's .name is compared: Typer vendors its own click, whose
     ParameterSource is another class than click's."""
     return [n for n in names if getattr(ctx.get_parameter_source(n), "name", None) == "COMMANDLINE"]
+
+
+def flag_as_typed(ctx, name: str) -> str:
+    """A parameter's flag as the user typed it: --no-tie for a False switch, else its first spelling."""
+    p = next(p for p in ctx.command.params if p.name == name)
+    return p.secondary_opts[0] if getattr(p, "secondary_opts", None) and ctx.params.get(name) is False else p.opts[0]
+
+
+def typed(ctx, *names: str) -> str:
+    """Parameters as the user typed them, with their values, for a message: "--top-k 5 --seed 1", "--no-plots"."""
+    return " ".join(flag_as_typed(ctx, n) + ("" if isinstance(ctx.params[n], bool) else f" {ctx.params[n]}")
+                    for n in names)

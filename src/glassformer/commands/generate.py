@@ -56,10 +56,10 @@ def register(app: typer.Typer) -> None:
             raise InputError(f"--top-p {top_p} must be in (0, 1]")
         if window is not None and window < 0:
             raise InputError(f"--window {window} must be at least 1, or 0 to read the whole text")
-        from ._arguments import given
+        from ._arguments import given, typed
         unused = given(ctx, "top_k", "top_p", "seed") if temperature == 0 else []
         if unused:  # greedy decoding takes the most likely token: nothing is sampled
-            shown = " ".join(f"--{n.replace('_', '-')} {ctx.params[n]}" for n in unused)
+            shown = typed(ctx, *unused)
             raise InputError(f"--temperature 0 is greedy decoding, which samples nothing, so {shown} would have no"
                              f" effect; drop {'it' if len(unused) == 1 else 'them'}, or give a --temperature above 0")
         ck = load_checkpoint(ckpt, device=device)

@@ -39,14 +39,14 @@ def register(app: typer.Typer) -> None:
         L, H = P.shape[:2]
         if not (0 <= layer < L and 0 <= head < H):
             raise InputError(f"--layer {layer} --head {head} is outside the model; layers 0..{L - 1}, heads 0..{H - 1}")
-        from ._arguments import given
+        from ._arguments import flag_as_typed, given, typed
         picked = given(ctx, "layer", "head")
         # after the range check, which names a wrong value first; they choose the one head drawn as the
         # head view, and only --out draws
         if picked and out is None:
-            shown = " ".join(f"--{n} {ctx.params[n]}" for n in picked)
+            shown = typed(ctx, *picked)
             raise InputError(f"{shown} {'picks' if len(picked) == 1 else 'pick'} the head view drawn into --out, and"
-                             f" no --out is given; give --out DIR, or drop {'/'.join('--' + n for n in picked)}"
+                             f" no --out is given; give --out DIR, or drop {'/'.join(flag_as_typed(ctx, n) for n in picked)}"
                              " (the printed roles cover every head)")
         typer.echo(f"{subject.name}: {L} layers × {H} heads, tokens: {' '.join(result['tokens'])}")
         roles = result["head_roles"]["roles"]

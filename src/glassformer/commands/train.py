@@ -194,17 +194,13 @@ def _given(ctx) -> set[str]:
     return set(given(ctx, *(p.name for p in ctx.command.params)))
 
 
-def _flag(ctx, name: str) -> str:
-    """A parameter's flag as typed: --no-tie for a False switch, else its first spelling."""
-    p = next(p for p in ctx.command.params if p.name == name)
-    return p.secondary_opts[0] if getattr(p, "secondary_opts", None) and ctx.params.get(name) is False else p.opts[0]
-
-
 def _note_ignored_on_resume(ctx) -> None:
     """One line naming every flag given with --resume that the resumed run does not use (the model's
     flags, the schedule's, --average-last ...): a flag must never look as if it took effect."""
-    ignored = [_flag(ctx, name) for name in sorted(_given(ctx) - RESUME_READS,
-                                                   key=[p.name for p in ctx.command.params].index)]
+    from ._arguments import flag_as_typed
+
+    names = [p.name for p in ctx.command.params]
+    ignored = [flag_as_typed(ctx, name) for name in sorted(_given(ctx) - RESUME_READS, key=names.index)]
     if ignored:
         typer.echo(f"note: --resume continues the run with its own model and training settings; ignoring "
                    f"{', '.join(ignored)} (to change them, start a new run with another --out, or --force)",
@@ -217,6 +213,7 @@ def _check_flags_used(ctx, cfg, overrides: dict, recipe: str) -> None:
     build them (the recipe's choices under the flags); ModelConfig and TrainConfig refuse the rest."""
     from ..config import ModelConfig
     from ..errors import ConfigError
+    from ._arguments import typed
 
     def final(field: str):  # the model field as the run will build it
         return overrides.get(field, ModelConfig.__dataclass_fields__[field].default)
@@ -247,9 +244,7 @@ def _check_flags_used(ctx, cfg, overrides: dict, recipe: str) -> None:
     given = _given(ctx)
     for name, unused, why in rules:
         if name in given and unused:
-            value = ctx.params.get(name)
-            typed = _flag(ctx, name) + ("" if isinstance(value, bool) else f" {value}")
-            raise ConfigError(f"{typed} {why}")
+            raise ConfigError(f"{typed(ctx, name)} {why}")
 
 
 def _is_rank0() -> bool:

@@ -70,12 +70,12 @@ def register(app: typer.Typer) -> None:
                 raise InputError(f"--lang {lang!r} is not one of {', '.join(LANGS)}")
             if max_cols < 1:
                 raise InputError(f"--max-cols {max_cols} must be at least 1")
-            from ._arguments import given
-            typed = given(ctx, "seed", "out", "lang", "max_cols")
-            if "out" in typed and not plots:  # --out is only the pictures' folder
+            from ._arguments import given, typed
+            chosen = given(ctx, "seed", "out", "lang", "max_cols")
+            if "out" in chosen and not plots:  # --out is only the pictures' folder
                 raise InputError(f"--out {out} is the folder of the pictures, and --no-plots draws none; drop --out,"
                                  " or drop --no-plots")
-            shaping = [f"--{n.replace('_', '-')} {ctx.params[n]}" for n in typed if n in ("lang", "max_cols")]
+            shaping = [typed(ctx, n) for n in chosen if n in ("lang", "max_cols")]
             # the steps they shape are printed, or written by --markdown / --html; a call that produces
             # nothing at all is refused as a whole in _run
             if shaping and quiet and md_path is None and html_path is None and (plots or json_path is not None):
@@ -88,7 +88,7 @@ def register(app: typer.Typer) -> None:
                          final_norm=final_norm, residual=residual, scale_scores=scale_scores,
                          embed_scale=embed_scale)
             # an untyped --seed is None: build() refuses a typed one with --ckpt, whose weights are trained
-            _run(" ".join(sentence) if sentence else None, seed if "seed" in typed else None, ckpt, random_embeddings,
+            _run(" ".join(sentence) if sentence else None, seed if "seed" in chosen else None, ckpt, random_embeddings,
                  None if lang == "none" else lang, json_path, html_path, md_path, out if plots else None, quiet,
                  max_cols, flags)
         except GlassformerError as e:
