@@ -16,6 +16,7 @@ needs --seconds and --note.
 """
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -43,24 +44,45 @@ def merge(row: str, out: Path, seconds: float, note: str, measured: Path) -> Pat
     return folder
 
 
+def _sweep_runs(summary: Path) -> list[str]:
+    """The digests of a learning-rate sweep's runs (base.sweep_lr), from its summary's identity: each run
+    is the sweep's arm at one swept rate and one of its seeds."""
+    kept = json.loads(summary.read_text(encoding="utf-8"))
+    arm = kept["identity"]["sweep_of"]
+    runs = [{**arm, "spec": {**arm["spec"], "lr": float(lr)}, "seed": seed}
+            for lr in kept["value"] for seed in kept["identity"]["seeds"]]
+    return [hashlib.sha256(json.dumps(i, sort_keys=True).encode()).hexdigest()[:20] for i in runs]
+
+
 def run_seconds(row: str, out: Path, archive: Path = ROOT / "docs" / "claims" / "runs") -> tuple[float, str]:
     """The one-core seconds of the runs `ablate ROW --out OUT` trained itself, from each run's own timer, and
     a note that says what was summed. A run the row took from the archive, or that another row trained, is
     not counted (it is counted where it trained)."""
     runs = out / "cache" / "runs"
-    timed, reused, untimed = [], 0, []
-    for pointer in sorted((runs / row).glob("full.*.json")):
-        parts = pointer.name.split(".")
-        if len(parts) < 4 or not parts[-3].startswith("s") or not parts[-3][1:].isdigit():
-            continue  # a whole sweep's summary, not a run
-        shared = runs / "shared" / f"full.{parts[-2]}.json"
-        kept = json.loads(shared.read_text(encoding="utf-8")) if shared.exists() else {}
+    timed, reused, untimed = [], [], []
+
+    def count(name: str, digest: str, whole_sweep: bool = False) -> None:
+        shared = runs / "shared" / f"full.{digest}.json"
+        file = shared if shared.exists() or not whole_sweep else archive / shared.name
+        kept = json.loads(file.read_text(encoding="utf-8")) if file.exists() else {}
         if "seconds" in kept and kept.get("row") == row:
             timed.append((kept["seconds"], kept.get("threads", 1)))
-        elif kept.get("row", row) != row or (archive / shared.name).exists():
-            reused += 1
+        elif kept.get("row", row) != row or (not whole_sweep and (archive / shared.name).exists()):
+            reused.append(name)
         else:
-            untimed.append(pointer.name)
+            untimed.append(name)
+
+    pointers = sorted(p.name for p in (runs / row).glob("full.*.json"))
+    for name in pointers:
+        parts = name.split(".")
+        if len(parts) >= 4 and parts[-3].startswith("s") and parts[-3][1:].isdigit():
+            count(name, parts[-2])
+        elif not any(other.startswith(name.rsplit(".", 2)[0] + ".") and other.count(".") > name.count(".")
+                     for other in pointers):
+            # a whole sweep taken from the archive (a later session's resume): its runs were never
+            # opened here, so they are found from the sweep's identity, each run's own file and time
+            for digest in _sweep_runs(runs / "shared" / f"full.{parts[-2]}.json"):
+                count(f"{name} (its run {digest})", digest, whole_sweep=True)
     if untimed:
         sys.exit(f"{len(untimed)} runs of {row} kept no time ({untimed[0]}, …: trained by older code, or their "
                  f"files in {runs / 'shared'} are gone): give --seconds and --note")
@@ -68,7 +90,7 @@ def run_seconds(row: str, out: Path, archive: Path = ROOT / "docs" / "claims" / 
     threads = sorted({t for _, t in timed})
     note = (f"one-core seconds of the {len(timed)} runs this row trained, each timed by itself when it trained "
             f"(Context.memo; {', '.join(map(str, threads)) or 'no'} thread(s) per run; a run trained in an earlier "
-            f"session keeps its time in its archived file), summed; {reused} runs taken from the archive or "
+            f"session keeps its time in its archived file), summed; {len(reused)} runs taken from the archive or "
             "trained by another row are counted where they trained")
     return round(total, 1), note
 

@@ -365,3 +365,56 @@ def test_the_merge_script_sums_the_seconds_the_rows_own_runs_kept(tmp_path, monk
     (out / "cache" / "runs" / "shared" / f"full.{_digest({'run': 0})}.json").unlink()
     with pytest.raises(SystemExit, match="kept no time"):
         script.run_seconds("real-pe", out, archive)
+
+
+def test_the_merge_script_counts_the_runs_of_a_whole_sweep_taken_from_the_archive(tmp_path):
+    """A row resumed in a later session finds an arm's whole learning-rate sweep in the archive, as one
+    summary file, and never opens that sweep's runs: their times are counted from the runs' own files
+    (found from the summary's identity), not the summary's (one process's wall time), nor left out."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_merge_row", ROOT / "scripts" / "claims_merge_row.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    archive = tmp_path / "archive"
+    archive.mkdir()
+    arm = {"config": {"n_layers": 4}, "spec": {"lr": 0.0, "steps": 30}, "task": "text", "seed": -1, "evals": "ab"}
+    grid = {"0.001": [2.0, 2.1], "0.01": [1.8, 1.9]}
+    summary = {"identity": {"sweep_of": arm, "grid": [[0.001, 0.01], [], []], "seeds": [1000, 1001]},
+               "value": grid, "seconds": 999.0, "threads": 1, "row": "real-norm"}
+
+    def file(kept):
+        (archive / f"full.{_digest(kept['identity'])}.json").write_text(json.dumps(kept), encoding="utf-8")
+    file(summary)
+    own = [{**arm, "spec": {**arm["spec"], "lr": float(lr)}, "seed": s} for lr in grid for s in (1000, 1001)]
+    for i, identity in enumerate(own):
+        file({"identity": identity, "value": {"loss": 2.0}, "seconds": 10.0 * (i + 1), "threads": 1,
+              "row": "real-norm"})
+    out = tmp_path / "out"
+    ctx = base.Context(quick=False, seeds=[0], out_dir=out, log=lambda s: None,
+                       memo_dir=out / "cache" / "runs" / "real-norm", archive=archive)
+    assert ctx.memo("lr-sweep-valid.Pre-LN", lambda: pytest.fail("swept"), summary["identity"]) == grid
+    seconds, note = script.run_seconds("real-norm", out, archive)
+    assert seconds == 10.0 + 20.0 + 30.0 + 40.0, note
+    assert "the 4 runs this row trained" in note
+    (archive / f"full.{_digest(own[0])}.json").unlink()  # a run of the sweep that the archive lacks
+    with pytest.raises(SystemExit, match="kept no time"):
+        script.run_seconds("real-norm", out, archive)
+
+
+@pytest.mark.parametrize("gate, kept", [("met: under the 4-gram", False), ("failed: above the 4-gram", True)])
+def test_the_status_stops_naming_a_row_under_its_old_design_once_it_meets_its_gate(gate, kept):
+    """The page's status sentence "Still measured under the old designs …" loses a row re-measured past its
+    gate, and goes whole when that row was the last it named (it outlived `real-norm`'s rerun once)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("claims_redecide", ROOT / "scripts" / "claims_redecide.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    sentence = (" Still measured under the old designs, and said so in their gates or notes: `real-norm` (the text "
+                "rows: stopped above the character 4-gram, quality gate).")
+    base_status = "## Status of this page\n\nRegenerated." + sentence
+    row = {"id": "real-norm", "gate": gate, "setup": "peak rate per arm", "seconds": 10.0}
+    status = script.swept_status(base_status, [row], {"real-norm"})
+    assert (sentence in status) == kept
+    assert status.startswith("## Status of this page\n\nRegenerated.")

@@ -69,12 +69,11 @@ EXPERIMENTS = {
 # ffn-capacity: estimated from its redesign's pilot (2026-12-03: ~780 s of runs per seed at 1 thread,
 # 13 runs per arm with the 8-run sweep), not yet measured. dk-sweet-spot, real-heads, real-ffn at
 # 5,000 steps (stop 54): 15 runs per arm of ~400 s (h = 8, 16) or ~270 s (h = 1, 2; no FFN, d_ff 1×),
-# the arm they share counted in dk-sweet-spot only. real-pe at 5,000 steps (stop 55): 5 arms × 13 runs of
-# ~330 s (h = 8 at d_model 128), estimated, not yet measured; real-norm at d_model 128 × 4 layers, 3,000
-# steps: 4 arms × 13 runs of ~480 s (a pilot's pace), estimated.
+# the arm they share counted in dk-sweet-spot only. real-pe at 5,000 steps: 61 runs, 31,377 s measured
+# (stops 56–58); real-norm at d_model 128 × 4 layers, 3,000 steps: 54 runs, 27,758 s measured (stops 58–59).
 COST_HINT = {
-    "recall-extrapolation": 2543, "khop": 1947, "dk-sweet-spot": 12000, "real-norm": 25000, "norm-placement": 1650,
-    "real-pe": 21000, "no-layernorm": 1096, "ffn-capacity": 10000, "real-heads": 6000, "representation-convergence": 640,
+    "recall-extrapolation": 2543, "khop": 1947, "dk-sweet-spot": 12000, "real-norm": 27758, "norm-placement": 1650,
+    "real-pe": 31377, "no-layernorm": 1096, "ffn-capacity": 10000, "real-heads": 6000, "representation-convergence": 640,
     "ffn": 557, "real-ffn": 8100, "pe-frequency-bands": 518, "norm-type": 261, "scaling": 243, "residual": 234,
     "pe-order": 211, "heads": 200, "rnn": 185, "tied-qk": 182, "head-pruning": 182, "pe-extrapolation": 146,
     "pe-add-concat": 92, "ffn-memories": 87, "pe-relative-use": 38,
