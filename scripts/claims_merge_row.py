@@ -16,12 +16,13 @@ needs --seconds and --note.
 """
 
 import argparse
-import hashlib
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from glassformer.experiments.base import run_digest
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -51,7 +52,7 @@ def _sweep_runs(summary: Path) -> list[str]:
     arm = kept["identity"]["sweep_of"]
     runs = [{**arm, "spec": {**arm["spec"], "lr": float(lr)}, "seed": seed}
             for lr in kept["value"] for seed in kept["identity"]["seeds"]]
-    return [hashlib.sha256(json.dumps(i, sort_keys=True).encode()).hexdigest()[:20] for i in runs]
+    return [run_digest(i) for i in runs]
 
 
 def run_seconds(row: str, out: Path, archive: Path = ROOT / "docs" / "claims" / "runs") -> tuple[float, str]:

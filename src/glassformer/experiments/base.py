@@ -66,7 +66,7 @@ class Context:
         if identity is not None:
             if not share:
                 identity = {**identity, "built_by": f"{self.memo_dir.name}/{key}"}
-            digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+            digest = run_digest(identity)
             path = self.memo_dir / f"{mode}.{key}.{digest}.json"
             shared = self.memo_dir.parent / SHARED / f"{mode}.{digest}.json"
             archived = None if self.archive is None else self.archive / shared.name
@@ -75,8 +75,8 @@ class Context:
         elif shared is not None and shared.exists():
             value = json.loads(shared.read_text(encoding="utf-8"))["value"]
         elif archived is not None and archived.exists():
-            value = archived_value(archived, identity)
-            taken = json.loads(archived.read_text(encoding="utf-8"))
+            taken = archived_run(archived, identity)
+            value = taken["value"]
         else:
             start = time.perf_counter()
             value = compute()
@@ -98,8 +98,14 @@ class Context:
 SHARED = "shared"  # the folder, beside the rows' own (OUT/cache/runs/ROW), of runs any row may reuse
 
 
-def archived_value(path: Path, identity: dict) -> dict:
-    """The value of an archived run (a file of `Context.archive`, named as the shared cache names it),
+def run_digest(identity: dict) -> str:
+    """The name a run is kept under (OUT/cache/runs/shared/MODE.DIGEST.json, docs/claims/runs/): a digest of
+    everything that decided it."""
+    return hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:20]
+
+
+def archived_run(path: Path, identity: dict) -> dict:
+    """An archived run's file, whole (its value, and the time and row it trained with) (a file of `Context.archive`, named as the shared cache names it),
     once its own identity is the one asked for: a file renamed, edited or from another version of the
     code is refused with one line instead of standing in for a run it is not."""
     from ..errors import InputError
@@ -113,7 +119,7 @@ def archived_value(path: Path, identity: dict) -> dict:
     if not same or not isinstance(value, dict):
         raise InputError(f"--runs: {path} holds another run than its name says (its identity differs); "
                          "remove it or take the folder from the same version of glassformer")
-    return value
+    return kept
 
 
 def run_identity(cfg: ModelConfig, task, spec: TrainSpec, seed: int, evals: dict[str, list[tuple]]) -> dict:
