@@ -242,15 +242,29 @@ def test_the_curve_script_runs_end_to_end(built, tmp_path, monkeypatch):
     ("probe_check.py", ["nowhere"], "'nowhere' is not a folder"),
     ("probe_check.py", ["DATA", "--minutes", "0"], "--minutes must be positive numbers"),
     ("probe_check.py", ["DATA", "--runs", "DATA"], "is not a run folder (it has no metrics.jsonl)"),
+    ("tagger.py", ["pinyin", "DATA", "10"], "pinyin-train.tsv does not exist: write it with"),
+    ("tagger.py", ["toy", "DATA", "0"], "minutes 0: give a positive number"),
+    ("tagger.py", ["toy", "DATA", "5", "--dropout", "1"], "--dropout 1: give a rate in [0, 1)"),
+    ("tagger.py", ["toy", "DATA", "5", "--d-model", "30"], "--d-model 30: give a multiple of the 4 heads"),
+    ("tagger.py", ["toy", "DATA", "5", "--layers", "0"], "--layers 0: give at least 1"),
+    ("tagger.py", ["toy", "DATA", "5", "--max-steps", "0"], "--max-steps 0: give at least 1"),
+    ("tagger.py", ["bad", "DATA", "5"], "bad-train.tsv:1: 1 tab-separated fields; a pair is SOURCE<tab>TARGET"),
+    ("tagger.py", ["odd", "DATA", "5"], "1 of 3 training pairs are aligned character by token"),
 ])
 def test_the_bench_scripts_refuse_bad_arguments_in_one_line(script, argv, says, tmp_path):
-    argv = [str(tmp_path) if a == "DATA" else str(tmp_path / a) if a == "OUT" else a for a in argv]
+    data = tmp_path / "data"  # the tagger's small datasets: aligned, without a tab, a third aligned
+    for name, lines in (("toy", ["ab\tA B"]), ("bad", ["ab A B"]), ("odd", ["ab\tA B", "ab\tAB", "abc\tAB"])):
+        for split in ("train", "test"):
+            (data / f"{name}-{split}.tsv").parent.mkdir(exist_ok=True)
+            (data / f"{name}-{split}.tsv").write_text("".join(f"{x}\n" for x in lines), encoding="utf-8")
+    before = sorted(tmp_path.rglob("*"))
+    argv = [str(data) if a == "DATA" else str(tmp_path / a) if a == "OUT" else a for a in argv]
     r = subprocess.run([sys.executable, str(REAL / script), *argv], cwd=tmp_path,
                        capture_output=True, text=True, timeout=120)
     out = r.stdout + r.stderr
     assert says in out and "Traceback" not in out
-    assert r.returncode == (0 if argv == ["--help"] else 2)
-    assert list(tmp_path.iterdir()) == []  # nothing written: no folder named after a flag
+    assert r.returncode == (0 if argv == ["--help"] else 1 if says.endswith(("TARGET", "by token")) else 2)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing written: no folder named after a flag
 
 
 def test_merged_runs_take_the_later_point_and_recompute_first_beats(tmp_path):
@@ -306,3 +320,31 @@ def test_the_context_majority_backs_off_to_one_neighbour_before_the_letter_alone
     train = [("ca", "C A1"), ("da", "D A1"), ("ga", "G A1"), ("ab", "A2 B"), ("q", "Q")]
     assert simple.g2p_majority(train, [("qab", "Q A2 B")])["ser"] == 0.0
     assert simple.g2p_majority(train, [("qac", "Q A1 C")])["ser"] == 0.0  # no neighbour known: the letter's majority
+
+
+def test_the_encoder_tagger_reads_a_polyphone_by_its_neighbour_where_the_majority_cannot(tmp_path):
+    """bench/real/tagger.py: 'a' reads A2 right before 'b' and A1 everywhere else (twice as often), so
+    the per-character majority gets every phrase with 'ab' wrong; 300 steps of the tagger read both."""
+    import random
+
+    rng = random.Random(0)
+    letters = "cdefgh"
+
+    def phrase(with_b: bool) -> tuple[str, str]:
+        chars = [rng.choice(letters) for _ in range(rng.randint(1, 4))]
+        chars.insert(rng.randint(0, len(chars)), "ab" if with_b else "a")
+        src = "".join(chars)
+        reading = [("A2" if c == "a" and src[i + 1:i + 2] == "b" else "A1" if c == "a" else c.upper())
+                   for i, c in enumerate(src)]
+        return src, " ".join(reading)
+
+    for split, n in (("train", 600), ("test", 200)):
+        rows = [phrase(i % 3 == 0) for i in range(n)]
+        (tmp_path / f"toy-{split}.tsv").write_text("".join(f"{s}\t{t}\n" for s, t in rows), encoding="utf-8")
+    test = [line.split("\t") for line in (tmp_path / "toy-test.tsv").read_text(encoding="utf-8").splitlines()]
+    majority = sum("A2" not in t for _, t in test) / len(test)  # the majority reads every 'a' as A1
+    assert 0.6 < majority < 0.75
+    result = _load("tagger").cli(["toy", str(tmp_path), "5", "--max-steps", "300", "--dropout", "0",
+                                      "--d-model", "64", "--layers", "2"])
+    assert result["steps"] == 300 and result["test_n"] == 200
+    assert result["test_exact_match"] > 0.95 > majority
