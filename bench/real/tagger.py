@@ -60,7 +60,7 @@ class Tagger(nn.Module):
     """Token embedding (scaled by √d_model, seed 000 §3.4) plus a learned position table, a Pre-LN
     encoder stack, a final LayerNorm and one linear map to the target vocabulary per position."""
 
-    def __init__(self, n_src: int, n_tgt: int, d_model: int, n_layers: int, dropout: float, max_len: int = 128):
+    def __init__(self, n_src: int, n_tgt: int, d_model: int, n_layers: int, dropout: float, max_len: int):
         super().__init__()
         self.d_model = d_model
         self.embed, self.pos = nn.Embedding(n_src, d_model), nn.Embedding(max_len, d_model)
@@ -98,7 +98,9 @@ def run(name: str, data: Path, minutes: float, d_model: int = 128, n_layers: int
                          " a tagger needs most of them aligned (pinyin, transliteration)")
     src_ids = index(c for s, _ in train for c in s)
     tgt_ids = index(c for _, t in train for c in t)
-    model = Tagger(len(src_ids), len(tgt_ids), d_model, n_layers, dropout)
+    # the position table covers every phrase given (128 rows at least: the figures of docs/real-data.md)
+    rows = max([128] + [len(s) for s, _ in train + test])
+    model = Tagger(len(src_ids), len(tgt_ids), d_model, n_layers, dropout, max_len=rows)
     opt = torch.optim.AdamW(model.parameters(), PEAK, betas=(0.9, 0.98), weight_decay=0.01)
     ordered = sorted(train, key=lambda p: len(p[0]))  # batches of similar length: little padding
     batches = [ordered[i:i + BATCH] for i in range(0, len(ordered), BATCH)]
