@@ -13,7 +13,7 @@ plateau at the same point, the ceiling is the data (readings decided by words ne
 Data: DATA_DIR/NAME-train.tsv and NAME-test.tsv as bench/real/prepare.py writes them; only pairs
 whose characters and whitespace tokens have equal counts are kept (all of pinyin's). Recipe: AdamW
 1e-3, betas (0.9, 0.98), weight decay 0.01, 400 warmup steps, the rate held, then a linear decay
-to a tenth over the last fifth of the budget (glassformer's wsd), batch 64 phrases of similar
+to a tenth over the last fifth of the budget (glassformer's wsd decays to 0), batch 64 phrases of similar
 length, clip 1.0, no label smoothing; the last weights are scored (exact match of whole phrases
 on the test split, an unseen character counting as wrong). One thread by default. Prints one
 JSON line: {"dataset", "steps", "seconds", "test_exact_match", "test_n", ...}.
