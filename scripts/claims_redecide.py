@@ -265,8 +265,8 @@ def swept_status(base_status: str, rows: list[dict], added: set[str]) -> str:
     met = {row["id"] for row in rows if row["id"] in added and (row.get("gate") or "").startswith("met:")}
     for row in met:  # a row re-measured past its quality gate is no longer "under the old designs"
         head = head.replace(f"; `{row}`", "").replace(f"`{row}`; ", "")
-    old = re.search(r" Still measured under the old designs, and said so in their gates or notes: (.*?\.)(?= [A-Z]|$)",
-                    head)
+    old = re.search(r" Still measured under the old designs, and said so in their gates or notes: "
+                    r"(.*?\.)(?= [A-Z]|$)", head)
     if old and set(re.findall(r"`([\w-]+)`", old[1])) <= met:  # the last of them too: the sentence goes
         head = head.replace(old[0], "")
     # the budgets of the last full run, not of the rows measured since (GATE_COST says which train longer)

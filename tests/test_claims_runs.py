@@ -22,6 +22,16 @@ from glassformer.experiments import base
 from glassformer.experiments.text_task import D_MODEL, CharTextTask, text_config, text_spec
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _script(name: str):
+    """scripts/NAME.py as a module (the claims scripts are not a package)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 RUNS = ROOT / "docs" / "claims" / "runs"
 MEASURED = ROOT / "docs" / "claims" / "measured"
 # the text rows whose runs are archived, and each arm's config from its name (the rows build them so)
@@ -274,12 +284,9 @@ def test_the_merge_script_writes_the_same_seconds_and_the_note_into_both_files(t
     """scripts/claims_merge_row.py, the way a re-measured row reaches docs/claims/measured/: results.json and
     run.json both get the row's seconds and run.json the note (stop 55's hand-written merge built the note
     and never wrote run.json); an OUT folder of another row stops with one line."""
-    import importlib.util
     import shutil
 
-    spec = importlib.util.spec_from_file_location("claims_merge_row", ROOT / "scripts" / "claims_merge_row.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script("claims_merge_row")
     out = tmp_path / "out"
     shutil.copytree(MEASURED / "real-ffn", out)
     note = "one-core seconds of the runs only this row needs, summed from the cached runs' file times"
@@ -329,11 +336,7 @@ def test_the_merge_script_sums_the_seconds_the_rows_own_runs_kept(tmp_path, monk
     taken back from the archive with its time (40 s); a run from the archive with no row or time, the sweep's
     summary file and a run another row trained into the same cache do not; a run that trained but kept no
     time (older code) asks for --seconds."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("claims_merge_row", ROOT / "scripts" / "claims_merge_row.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script("claims_merge_row")
     clock = iter([0.0, 3.5, 10.0, 17.5, 20.0, 21.0, 30.0, 90.0])
     monkeypatch.setattr(base.time, "perf_counter", lambda: next(clock))
     archive = tmp_path / "archive"
@@ -371,11 +374,7 @@ def test_the_merge_script_counts_the_runs_of_a_whole_sweep_taken_from_the_archiv
     """A row resumed in a later session finds an arm's whole learning-rate sweep in the archive, as one
     summary file, and never opens that sweep's runs: their times are counted from the runs' own files
     (found from the summary's identity), not the summary's (one process's wall time), nor left out."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("claims_merge_row", ROOT / "scripts" / "claims_merge_row.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script("claims_merge_row")
     archive = tmp_path / "archive"
     archive.mkdir()
     arm = {"config": {"n_layers": 4}, "spec": {"lr": 0.0, "steps": 30}, "task": "text", "seed": -1, "evals": "ab"}
@@ -406,11 +405,7 @@ def test_the_merge_script_counts_the_runs_of_a_whole_sweep_taken_from_the_archiv
 def test_the_status_stops_naming_a_row_under_its_old_design_once_it_meets_its_gate(gate, kept):
     """The page's status sentence "Still measured under the old designs …" loses a row re-measured past its
     gate, and goes whole when that row was the last it named (it outlived `real-norm`'s rerun once)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("claims_redecide", ROOT / "scripts" / "claims_redecide.py")
-    script = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(script)
+    script = _script("claims_redecide")
     sentence = (" Still measured under the old designs, and said so in their gates or notes: `real-norm` (the text "
                 "rows: stopped above the character 4-gram, quality gate).")
     base_status = "## Status of this page\n\nRegenerated." + sentence

@@ -105,9 +105,10 @@ def run_digest(identity: dict) -> str:
 
 
 def archived_run(path: Path, identity: dict) -> dict:
-    """An archived run's file, whole (its value, and the time and row it trained with) (a file of `Context.archive`, named as the shared cache names it),
-    once its own identity is the one asked for: a file renamed, edited or from another version of the
-    code is refused with one line instead of standing in for a run it is not."""
+    """An archived run's file whole: its value, and the time and row it trained with (a file of
+    `Context.archive`, named as the shared cache names it), once its own identity is the one asked for: a
+    file renamed, edited or from another version of the code is refused with one line instead of standing
+    in for a run it is not."""
     from ..errors import InputError
 
     try:
