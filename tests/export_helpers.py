@@ -26,6 +26,8 @@ TASKS = {  # name: train arguments ({pairs}: a TSV of PAIRS, {text}: their Engli
     # a subword LM (`--tokenizer bpe`: measured against characters in docs/real-data.md)
     "lm-bpe": ["--task", "lm", "--data", "{text}", "--block-size", "32", "--tokenizer", "bpe", "--vocab-size", "80"],
     "lm-paper": ["--task", "lm", "--data", "{text}", "--recipe", "paper", "--block-size", "32"],
+    # the auto LM given one part of its LLaMA block: the paper's block whole, Pre-LN (GPT-2's form)
+    "lm-layernorm": ["--task", "lm", "--data", "{text}", "--block-size", "32", "--norm", "layernorm"],
 }
 
 

@@ -24,7 +24,8 @@ from glassformer.train.tasks import raw_splits
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 TOL = 1e-5
-FAMILY = {"zh-en": "marian", "tsv-auto": "pegasus", "tsv-paper": "marian", "lm-auto": "gpt2", "lm-paper": "openai-gpt"}
+FAMILY = {"zh-en": "marian", "tsv-auto": "pegasus", "tsv-paper": "marian", "lm-auto": "llama", "lm-paper": "openai-gpt",
+          "lm-layernorm": "gpt2"}
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,8 @@ from glassformer.train.checkpoint import load_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_thread")
 
-FAMILY = {"zh-en": "marian", "reverse": "marian", "tsv-auto": "pegasus", "lm-auto": "gpt2", "lm-bpe": "gpt2"}
+FAMILY = {"zh-en": "marian", "reverse": "marian", "tsv-auto": "pegasus", "lm-auto": "llama", "lm-bpe": "llama",
+          "lm-layernorm": "gpt2"}
 
 
 @pytest.fixture(scope="module")

@@ -207,7 +207,7 @@ RECIPES = {  # name: (task, recipe, family that computes it)
     "zh-en": ("zh-en", "paper", "marian"),
     "tsv-auto": ("tsv", "auto", "pegasus"),
     "tsv-paper": ("tsv", "paper", "marian"),
-    "lm-auto": ("lm", "auto", "gpt2"),
+    "lm-auto": ("lm", "auto", "llama"),  # the recipe's LM is LLaMA's block (train/recipe.py, LLAMA_FORM)
     "lm-paper": ("lm", "paper", "openai-gpt"),
 }
 
@@ -216,7 +216,8 @@ RECIPES = {  # name: (task, recipe, family that computes it)
 def test_training_configs_export_to_the_family_that_computes_them(name):
     task, recipe, family = RECIPES[name]
     cfg = _recipe_config(task, recipe)
-    assert cfg.pe == "sinusoidal" and cfg.embed_scale  # what the project trains: interleaved, × sqrt(d)
+    # what the project trains: interleaved sinusoids (an auto LM: rotary positions), × sqrt(d)
+    assert cfg.pe == ("rope" if name == "lm-auto" else "sinusoidal") and cfg.embed_scale
     model = perturb_ours(build_model(cfg))
     hf = to_hf(model)
     assert hf.glassformer_export.family == family

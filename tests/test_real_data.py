@@ -76,6 +76,25 @@ def test_a_small_character_lm_gets_more_smaller_steps():
     assert "batch_size" not in tsv.train and tsv.train["warmup"] == 400
 
 
+def test_an_lm_is_built_in_llamas_form_whole_or_not_at_all():
+    """The auto LM takes LLaMA's block (RMSNorm, SwiGLU, rotary positions: lower bits per character on
+    both development texts at 10 minutes); given one part of it on the command line, the recipe keeps the
+    paper's block for the rest rather than a mix that no export family computes. A translator keeps the
+    paper's block."""
+    lines = [f"line {i} of some text" for i in range(400)]
+    raw = {"train": lines, "valid": lines[:10], "test": lines[:10]}
+    r = choose("lm", raw, 10, None, tokens_per_minute=400_000)
+    assert (r.model["norm"], r.model["activation"], r.model["pe"]) == ("rmsnorm", "swiglu", "rope")
+    assert any(why.startswith("LLaMA's block") for why in r.reasons)
+    for flag, value in (("pe", "sinusoidal"), ("norm", "layernorm"), ("activation", "gelu")):
+        mine = choose("lm", raw, 10, None, tokens_per_minute=400_000, given={flag: value})
+        assert not {"norm", "activation", "pe"} & set(mine.model), mine.model
+        assert any(f"--{flag} was given" in why for why in mine.reasons), mine.reasons
+    pairs = [("cat", "K AE T"), ("dog", "D AO G")] * 200
+    tsv = choose("tsv", {"train": pairs, "valid": pairs[:5], "test": pairs[:5]}, 10, None, tokens_per_minute=400_000)
+    assert not {"norm", "activation", "pe"} & set(tsv.model)
+
+
 def test_the_printed_recipe_says_which_choices_your_flags_replace():
     """`train` prints the recipe's choices; one a flag given on the command line replaces must say so
     (an LM given --tokenizer bpe used to print "tokenizer char: a character LM" as what runs)."""
@@ -573,34 +592,40 @@ def test_an_lm_gets_dropout_at_fewer_passes_than_a_translator():
 def test_an_lm_text_larger_than_its_blocks_gets_no_dropout_at_any_passes():
     """fortunes-en's 1.3M characters at 12 passes (30 min) trained better without dropout than with 0.1,
     its first 313k at 13 passes better with it: dropout only where the text has fewer characters than
-    the blocks have weights (d_model 128, d_ff 512, 4 layers: 4 · (4 · 128² + 2 · 128 · 512) = 786,432)."""
+    the blocks have weights (d_model 128, d_ff 512, 4 layers: the recipe's SwiGLU block has three FFN
+    matrices, 4 · (4 · 128² + 3 · 128 · 512) = 1,048,576; the paper's ReLU block two, 786,432)."""
     from glassformer.train.recipe import block_weights, choose
 
+    assert block_weights(dict(d_model=128, d_ff=512, n_layers=4, activation="swiglu")) == 1_048_576
     assert block_weights(dict(d_model=128, d_ff=512, n_layers=4)) == 786_432
     line = "the cat eats fish and the dog barks"
-    for copies, dropout in ((20_000, 0.1), (23_000, 0.0), (44_000, 0.0)):
-        text = [line] * copies  # 37 characters a line with its ends: 740k, 851k, 1.6M characters
+    for copies, dropout, given in ((20_000, 0.1, {}), (27_000, 0.1, {}), (29_000, 0.0, {}), (44_000, 0.0, {}),
+                                   (23_000, 0.0, {"norm": "layernorm"})):  # the paper's block: fewer weights
+        text = [line] * copies  # 37 characters a line with its ends: 740k, 999k, 1.07M, 1.6M; 851k
         tokens = sum(len(t) + 2 for t in text)
         r = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None,
-                   tokens_per_minute=2 * tokens)  # 20 passes in 10 minutes
+                   tokens_per_minute=2 * tokens, given=given)  # 20 passes in 10 minutes
         assert r.model["d_model"] == 128 and r.passes == pytest.approx(20)
         assert r.model["dropout"] == dropout, (tokens, r.reasons)
 
 
 def test_a_chinese_text_counts_its_character_embedding_among_the_weights():
     """fortunes-zh (856k characters, 6,015 distinct) overfitted at 30 min without dropout: the tied
-    embedding of a large character set is weights the model memorises with. The same 851k characters
-    get dropout when they hold 6,000 distinct characters (786,432 + 6,004 · 128 = 1,554,944 weights,
-    the specials counted), none when they hold 14 (786,432 + 18 · 128 = 788,736)."""
+    embedding of a large character set is weights the model memorises with. 1.1M characters get
+    dropout when they hold 6,000 distinct characters (1,048,576 + 6,004 · 128 = 1,817,088 weights,
+    the specials counted), none when they hold 16 (1,048,576 + 20 · 128 = 1,051,136)."""
     from glassformer.train.recipe import choose, lm_weights
 
-    assert lm_weights(dict(d_model=128, d_ff=512, n_layers=4), 6_004) == 1_554_944
+    assert lm_weights(dict(d_model=128, d_ff=512, n_layers=4, activation="swiglu"), 6_004) == 1_817_088
     han = "".join(chr(0x4E00 + i) for i in range(6_000))
     lines = [han[i:i + 35] for i in range(0, 6_000, 35)]  # 35 characters a line, 37 with its ends
-    text = (lines * 200)[:23_000]  # 851k characters, every one of the 6,000 present
+    text = (lines * 200)[:30_000]  # 1.11M characters, every one of the 6,000 present
     tokens = sum(len(t) + 2 for t in text)
     r = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None, tokens_per_minute=2 * tokens)
-    assert r.model["dropout"] == 0.1 and "1,554,944" in " ".join(r.reasons), r.reasons
+    assert r.model["dropout"] == 0.1 and "1,817,088" in " ".join(r.reasons), r.reasons
+    latin = ["the cat eats fish and the dog barks"] * 30_000  # as many characters, 16 distinct
+    r = choose("lm", {"train": latin, "valid": latin[:5], "test": latin[:5]}, 10, None, tokens_per_minute=2 * tokens)
+    assert r.model["dropout"] == 0.0 and "1,051,136" in " ".join(r.reasons), r.reasons
 
 
 def _corpus_lines(name: str) -> list[str]:
