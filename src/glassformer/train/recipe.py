@@ -171,7 +171,7 @@ def lm_tokens(texts: list[str], kind: str, vocab_size: int | None = None) -> tup
 LLAMA_FORM = dict(norm="rmsnorm", activation="swiglu", pe="rope")
 LLAMA_WHY = ("LLaMA's block: RMSNorm, a SwiGLU FFN and rotary positions (10 min, one thread: fortunes-en 2.161"
              " bits/char against 2.210 with LayerNorm, ReLU and sinusoids; fortunes-zh 3.407 against 3.482;"
-             " exports as LLaMA; --norm layernorm --activation relu --pe sinusoidal for the paper's)")
+             " exports as LLaMA; --norm layernorm for the paper's block, Pre-LN)")
 
 
 def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, Any], float, str]:
