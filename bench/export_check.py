@@ -38,8 +38,13 @@ def main() -> None:
     from glassformer.train.config import TrainConfig
     from glassformer.train.tasks import raw_splits
 
+    from glassformer.errors import InputError
+
     torch.set_num_threads(1)
-    ck = load_checkpoint(a.run)
+    try:
+        ck = load_checkpoint(a.run)
+    except InputError as e:
+        raise SystemExit(f"error: {e}") from None
     model, cfg = ck.model.eval(), ck.model.config
     if cfg.arch != "decoder":
         raise SystemExit(f"{a.run}: a {cfg.arch} model; this check is for an LM (glassformer train --task lm)")

@@ -191,7 +191,7 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
 
 def block_weights(fields: dict[str, Any]) -> int:
     """The weight matrices of the model's blocks: W_Q, W_K, W_V, W_O (d_model² each) and the FFN's
-    W_1, W_2 (d_model · d_ff each) per layer."""
+    W_1, W_2 (d_model · d_ff each; a gated FFN's gate is a third) per layer."""
     glu = fields.get("activation") in ("swiglu", "geglu", "reglu")
     return fields["n_layers"] * sum(layer_weights(fields["d_model"], fields["d_ff"], glu=glu))
 
