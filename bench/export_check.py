@@ -2,8 +2,8 @@
 
     python bench/export_check.py RUN [--lines N] [--new 32]
 
-Exports RUN (its best/, else checkpoint/) to a temporary folder as Hugging Face, CTranslate2 (float32
-and int8) and ONNX, then, over the test split of the run's own data (its first N items):
+Exports RUN (its best/, else checkpoint/) to a temporary folder as CTranslate2 (float32 and int8; the
+float32 folder holds the Hugging Face export it was converted from, in hf/) and ONNX, then, over the test split of the run's own data (its first N items):
 - the max abs logit error of transformers' Auto class against ours (padded batch, padding excluded);
 - greedy outputs equal to ours, counted: transformers' generate(), CTranslate2 fp32 and int8
   (continuations of --new tokens from each line's first 6 characters);
@@ -51,9 +51,9 @@ def main() -> None:
     test = raw_splits(TrainConfig.from_dict(ck.meta["train_config"]))["test"][:a.lines]
     toks = {"lm": ck.src_tokenizer}
     with tempfile.TemporaryDirectory() as tmp:
-        out = {f: Path(tmp) / f for f in ("hf", "ct2", "int8", "onnx")}
-        report = save(model, out["hf"], "hf", toks)
-        save(model, out["ct2"], "ctranslate2", toks)
+        out = {f: Path(tmp) / f for f in ("ct2", "int8", "onnx")}
+        report = save(model, out["ct2"], "ctranslate2", toks)  # writes and checks ct2/hf first
+        out["hf"] = out["ct2"] / report["hf_folder"]
         save(model, out["int8"], "ctranslate2", toks, int8=True)
         onnx = save(model, out["onnx"], "onnx", toks)
         tok = AutoTokenizer.from_pretrained(out["hf"])

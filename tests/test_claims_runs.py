@@ -22,6 +22,8 @@ from glassformer.experiments import base
 from glassformer.experiments.text_task import D_MODEL, CharTextTask, text_config, text_spec
 
 ROOT = Path(__file__).resolve().parent.parent
+RUNS = ROOT / "docs" / "claims" / "runs"
+MEASURED = ROOT / "docs" / "claims" / "measured"
 
 
 def _script(name: str):
@@ -32,8 +34,8 @@ def _script(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-RUNS = ROOT / "docs" / "claims" / "runs"
-MEASURED = ROOT / "docs" / "claims" / "measured"
+
+
 # the text rows whose runs are archived, and each arm's config from its name (the rows build them so)
 def _heads_arm(vocab: int, arm: str):
     return text_config(vocab, n_heads=int(re.search(r"h=(\d+)", arm)[1]))

@@ -21,6 +21,8 @@ POSITIONAL = ("sinusoidal", "sinusoidal_half", "learned", "relative", "rope", "a
 # Encodings added (or concatenated) to the embedding; the others act inside attention.
 ABSOLUTE_PE = ("sinusoidal", "sinusoidal_half", "learned")
 ACTIVATIONS = ("relu", "gelu", "gelu_tanh", "silu", "swiglu", "geglu", "reglu")
+# gated FFNs: φ(x·W_G) ⊙ (x·W_1), a third d_model × d_ff matrix (nn/feedforward.py)
+GATED = ("swiglu", "geglu", "reglu")
 NORMS = ("layernorm", "rmsnorm", "batchnorm", "none")
 NORM_POSITIONS = ("post", "pre")
 PE_COMBINE = ("add", "concat")

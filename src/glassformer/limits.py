@@ -72,9 +72,10 @@ def layer_weights(d_model: int, d_ff: int, attn_width: int | None = None, glu: b
 
 def parameter_estimate(config) -> int:
     """About how many parameters `build_model(config)` allocates (embeddings, attention, FFN)."""
+    from .config import GATED  # (config imports this module at its top)
     d = config.d_model
     attn, ffn = layer_weights(d, config.d_ff, config.n_heads * config.head_dim,
-                              glu=config.activation in ("swiglu", "geglu", "reglu"))
+                              glu=config.activation in GATED)
     enc = config.n_layers * (attn + ffn) if config.arch != "decoder" else 0
     dec_layers = config.dec_layers if config.arch != "encoder" else 0
     cross = attn if config.arch == "encoder-decoder" else 0

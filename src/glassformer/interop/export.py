@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from ..config import ModelConfig
+from ..config import GATED, ModelConfig
 from ..errors import InputError
 from .rewrites import fold_embed_scale, half_split_basis, learned_table, one_vocab_size
 
@@ -49,7 +49,7 @@ def _blockers(cfg: ModelConfig, family: str) -> list[str]:
 
     need(cfg.residual, "residual=False")
     need(cfg.pe_combine == "add", f"pe_combine={cfg.pe_combine!r}")
-    gated = cfg.activation in ("swiglu", "geglu", "reglu")
+    gated = cfg.activation in GATED
     equal_heads = cfg.head_dim * cfg.n_heads == cfg.d_model
     arch = {"bert": "encoder", "gpt2": "decoder", "openai-gpt": "decoder", "llama": "decoder",
             "marian": "encoder-decoder", "bart": "encoder-decoder", "pegasus": "encoder-decoder",

@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import GATED
 from ..trace import HookPoint
 from .common import affine
 from .dropout import Dropout
@@ -29,7 +30,6 @@ ACTIVATION_FNS = {
     # gated: the activation applied to the gate branch
     "swiglu": F.silu, "geglu": gelu_tanh, "reglu": F.relu,
 }
-GATED = ("swiglu", "geglu", "reglu")
 
 
 class FeedForward(nn.Module):

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import ModelConfig
+from ..config import GATED, ModelConfig
 from ..limits import layer_weights
 from .dropout_rule import DECIDE_SHARE  # the share of a run trained before it decides on dropout
 # how fast the chosen model trains here, for the passes a time budget allows (the dropout rule below)
@@ -192,7 +192,7 @@ def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, 
 def block_weights(fields: dict[str, Any]) -> int:
     """The weight matrices of the model's blocks: W_Q, W_K, W_V, W_O (d_model² each) and the FFN's
     W_1, W_2 (d_model · d_ff each; a gated FFN's gate is a third) per layer."""
-    glu = fields.get("activation") in ("swiglu", "geglu", "reglu")
+    glu = fields.get("activation") in GATED
     return fields["n_layers"] * sum(layer_weights(fields["d_model"], fields["d_ff"], glu=glu))
 
 
