@@ -16,9 +16,9 @@ $(STAMP): pyproject.toml
 	bash scripts/system-deps.sh
 	touch $(STAMP)
 
-# glassformer's decode-step kernels (src/glassformer/nn/gemv.py: gemv.cpp, attend.cpp), compiled once
+# glassformer's kernels (src/glassformer/nn/gemv.py: gemv.cpp, attend.cpp, fused.cpp), compiled once
 # into the venv; a machine that cannot compile it decodes with PyTorch's GEMMs (the command says so)
-$(KERNEL): $(STAMP) src/glassformer/nn/gemv.cpp src/glassformer/nn/attend.cpp
+$(KERNEL): $(STAMP) src/glassformer/nn/gemv.cpp src/glassformer/nn/attend.cpp src/glassformer/nn/fused.cpp
 	$(BIN)/python -m glassformer.nn.gemv
 	touch $(KERNEL)
 

@@ -23,6 +23,7 @@ from torch import nn
 from ..trace import HookPoint
 from .common import affine, masked_value
 from .dropout import dropout, uses_cheap_mask
+from . import fused
 from .positional import apply_rotary
 from .prepared import derived
 
@@ -202,8 +203,13 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._project_fast(x, kv_input, cache)
         if rope is not None:
             cos, sin = rope
-            q = self.q_rot(apply_rotary(q, cos, sin))
-            k = self.k_rot(apply_rotary(k, cos, sin))
+            if (not self.force_math and fused.usable(q, k, cos, sin) and fused.rotary_ok(q, cos)
+                    and fused.rotary_ok(k, cos)):
+                q, k = fused.rotate_qk(q, k, cos, sin)  # the same rotation, one pass each way
+                q, k = self.q_rot(q), self.k_rot(k)
+            else:
+                q = self.q_rot(apply_rotary(q, cos, sin))
+                k = self.k_rot(apply_rotary(k, cos, sin))
         if cache is not None:
             if self.cross:
                 cache.cross_kv[self.layer_index] = (k, v)

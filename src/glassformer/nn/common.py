@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from . import routes
-from .routes import TABLE, blas_affine, onednn_linear
+from .routes import TABLE, blas_affine, onednn_linear, onednn_weight_grad
 
 
 class _OneDNNAffine(torch.autograd.Function):
@@ -29,7 +29,7 @@ class _OneDNNAffine(torch.autograd.Function):
         x2, W = ctx.saved_tensors
         g = g.contiguous()
         dx = onednn_linear(g, W, None) if ctx.needs_input_grad[0] else None
-        dW = onednn_linear(x2.t(), g.t(), None) if ctx.needs_input_grad[1] else None
+        dW = onednn_weight_grad(x2, g) if ctx.needs_input_grad[1] else None
         db = g.sum(0) if ctx.has_bias and ctx.needs_input_grad[2] else None
         return dx, dW, db
 

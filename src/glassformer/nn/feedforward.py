@@ -3,7 +3,8 @@
 FFN(x) = φ(x·W_1 + b_1)·W_2 + b_2 with W_1 (d_model, d_ff), W_2 (d_ff, d_model) — "think" after
 attention has let the tokens "talk" (§6.3). Gated variants (SwiGLU, GEGLU, ReGLU) multiply the
 activation by a second projection: φ(x·W_G + b_G) ⊙ (x·W_1 + b_1) (b_G only when bias=True,
-as in a LLaMA with mlp_bias=True).
+as in a LLaMA with mlp_bias=True). SwiGLU's product takes one fused pass each way in float32 on
+the CPU (nn/fused.py); `force_math` (trace.reference_path) keeps the explicit φ(gate) * pre.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch import nn
 
 from ..config import GATED
 from ..trace import HookPoint
+from . import fused
 from .common import affine
 from .dropout import Dropout
 
@@ -33,6 +35,8 @@ ACTIVATION_FNS = {
 
 
 class FeedForward(nn.Module):
+    force_math = False
+
     def __init__(self, d_model: int, d_ff: int, activation: str = "relu", bias: bool = True,
                  dropout: float = 0.0):
         super().__init__()
@@ -52,7 +56,11 @@ class FeedForward(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (batch, seq, d_model)
         pre = self.pre(affine(x, self.W_1, self.b_1))  # (batch, seq, d_ff)
         if self.gated:
-            act = self.phi(self.gate(affine(x, self.W_G, self.b_G))) * pre
+            gate = self.gate(affine(x, self.W_G, self.b_G))
+            if self.activation == "swiglu" and not self.force_math and fused.usable(gate, pre):
+                act = fused.swiglu(gate, pre)
+            else:
+                act = self.phi(gate) * pre
         else:
             act = self.phi(pre)
         act = self.act(act)

@@ -195,7 +195,21 @@ torch::Tensor attend(const torch::Tensor& q, const torch::Tensor& k, const torch
                      double scale, const c10::optional<torch::Tensor>& bias,
                      const c10::optional<torch::Tensor>& new_k, const c10::optional<torch::Tensor>& new_v);
 
+// fused.cpp: the training step's RMSNorm, SwiGLU and rotary rotation, in the same extension
+std::vector<torch::Tensor> rms_norm_forward(const torch::Tensor& x, const torch::Tensor& gamma, double eps);
+std::vector<torch::Tensor> rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
+                                             const torch::Tensor& rstd, const torch::Tensor& gamma);
+torch::Tensor swiglu_forward(const torch::Tensor& gate, const torch::Tensor& pre);
+std::vector<torch::Tensor> swiglu_backward(const torch::Tensor& d_act, const torch::Tensor& gate,
+                                           const torch::Tensor& pre);
+torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, double sign);
+
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, module) {
+  module.def("rms_norm_forward", &rms_norm_forward, "(y, rstd): y = gamma · x / √(mean(x²) + eps) per row");
+  module.def("rms_norm_backward", &rms_norm_backward, "(dx, dgamma) of rms_norm_forward");
+  module.def("swiglu_forward", &swiglu_forward, "SiLU(gate) ⊙ pre");
+  module.def("swiglu_backward", &swiglu_backward, "(d_gate, d_pre) of swiglu_forward");
+  module.def("rotary", &rotary, "x (B, H, S, d) turned pairwise by cos, sin (sign −1: the other way)");
   module.def("attend", &attend, "z (B, M, H, d) = softmax(q·Kᵀ·scale + bias)·V over the first `length` keys",
              pybind11::arg("q"), pybind11::arg("k"), pybind11::arg("v"), pybind11::arg("length"),
              pybind11::arg("scale"), pybind11::arg("bias") = pybind11::none(),

@@ -42,7 +42,8 @@ from torch.autograd import profiler as _profiler
 
 PROFILE_NAME = "glassformer::gemv"
 SOURCE = Path(__file__).with_name("gemv.cpp")
-SOURCES = (SOURCE, Path(__file__).with_name("attend.cpp"))  # one extension: the products and attention
+# one extension: the decode step's products and attention, and the training step's fused elementwise work
+SOURCES = (SOURCE, Path(__file__).with_name("attend.cpp"), Path(__file__).with_name("fused.cpp"))
 # AVX2 + FMA: one binary for every CPU the project meets (AVX2 and AVX-512 alike: the product is bound
 # by memory, not by vector width). -fopenmp: at::parallel_for is a header whose threads are OpenMP
 # pragmas (without the flag it runs on one thread); the library it links, libgomp.so.1, is the one

@@ -10,6 +10,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import fused
+
 
 class LayerNorm(nn.Module):
     """y = gamma · (x − μ) / sqrt(σ² + eps) + beta, over the feature dimension of one token (§5.2)."""
@@ -29,10 +31,13 @@ class LayerNorm(nn.Module):
 class RMSNorm(nn.Module):
     """y = gamma · x / sqrt(mean(x²) + eps): LayerNorm without centring or beta (T5, LLaMA).
 
-    Computed in float32 whatever the input dtype, as T5 and LLaMA do.
+    Computed in float32 whatever the input dtype, as T5 and LLaMA do. In float32 on the CPU the fast
+    path computes the same formula, forward and backward, in one pass each (nn/fused.py); `math` is
+    the explicit composite, taken under `trace.reference_path` (force_math) and everywhere else.
     """
 
     traced = True
+    force_math = False
 
     def __init__(self, d: int, eps: float = 1e-6):
         super().__init__()
@@ -40,6 +45,11 @@ class RMSNorm(nn.Module):
         self.gamma = nn.Parameter(torch.ones(d))
 
     def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.force_math and fused.usable(x, self.gamma):
+            return fused.rms_norm(x, self.gamma, self.eps)
+        return self.math(x)
+
+    def math(self, x: torch.Tensor) -> torch.Tensor:
         x32 = x.float()
         y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
         return self.gamma * y.to(x.dtype)

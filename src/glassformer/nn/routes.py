@@ -75,6 +75,17 @@ def onednn_linear(x2: torch.Tensor, W_out_in: torch.Tensor, b: torch.Tensor | No
     return _LINEAR(x2, W_out_in, b, "none", [], "")
 
 
+def onednn_weight_grad(x2: torch.Tensor, g: torch.Tensor) -> torch.Tensor:
+    """dW = x2ᵀ·g (K, N) on oneDNN. Its linear reads the input row-major, so the transposed operand is
+    copied first: xᵀ as written, or, when x is the wider one (K > N, the FFN's W_2), dWᵀ = gᵀ·x,
+    which copies g — a quarter of the bytes at d_ff = 4·d_model (the (tokens, d_ff) copy cost ~2 ms of
+    a d_model-128 LM step per layer, from memory). dW is then a transposed view (autograd's
+    gradient accumulation lays it out as W)."""
+    if x2.shape[1] > g.shape[1]:
+        return onednn_linear(g.t(), x2.t(), None).t()
+    return onednn_linear(x2.t(), g.t(), None)
+
+
 def blas_affine(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None) -> torch.Tensor:
     return x2 @ W if b is None else torch.addmm(b, x2, W)
 
@@ -97,7 +108,7 @@ def _onednn_train(x2: torch.Tensor, W: torch.Tensor, b: torch.Tensor | None, g: 
     """The same three on oneDNN, as nn/common.py's _OneDNNAffine runs them."""
     onednn_linear(x2, W.t(), b)
     onednn_linear(g, W, None)
-    onednn_linear(x2.t(), g.t(), None)
+    onednn_weight_grad(x2, g)
 
 
 # A route is chosen for a training product by what the step spends on it: the forward GEMM and its

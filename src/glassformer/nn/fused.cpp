@@ -1,0 +1,204 @@
+// The training step's elementwise work in single passes: RMSNorm, SwiGLU and the rotary rotation,
+// forward and backward (nn/fused.py; issue 32 §3). Part of the same extension as gemv.cpp.
+//
+// With LLaMA's block (the auto LM since stop 61) a third of a d_model-128 step's time went to
+// elementwise operators, and most of that to moving memory: each operator reads its operands from
+// memory and writes a new tensor (SwiGLU's product and its gradients alone are three passes over
+// (tokens, d_ff) tensors forward and five backward, each 4 MB at the recipe's LM), and autograd's
+// composite RMSNorm is eleven operators. Each function here reads its inputs once and writes its
+// outputs once, with the formulas of the explicit math (nn/norms.py, nn/feedforward.py,
+// nn/positional.py), whose autograd is the reference the tests hold these to (float32 rounding).
+
+#include <torch/extension.h>
+#include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
+
+#include <cmath>
+#include <vector>
+
+namespace {
+
+using Vec = at::vec::Vectorized<float>;
+
+constexpr int64_t kGrain = 2048;  // values per thread's chunk below which one thread does it all
+
+inline float sum_sq(const float* x, int64_t d) {
+  Vec acc(0.f);
+  int64_t j = 0;
+  for (; j + Vec::size() <= d; j += Vec::size()) {
+    const Vec v = Vec::loadu(x + j);
+    acc = at::vec::fmadd(v, v, acc);
+  }
+  float s = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, acc);
+  for (; j < d; ++j) s += x[j] * x[j];
+  return s;
+}
+
+// σ(g) with ATen's exp_u20 (≤ 20 ULP, the exp of its softmax kernels): SLEEF's exact-to-1-ULP exp made
+// the SwiGLU passes bound by arithmetic (1.29 and 1.63 ms a call at the recipe's LM, one thread)
+inline Vec sigmoid(const Vec& g) { return Vec(1.f) / (Vec(1.f) + g.neg().exp_u20()); }
+
+void check(const torch::Tensor& t, const char* what) {
+  TORCH_CHECK(t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous(), what,
+              ": a contiguous float32 CPU tensor expected");
+}
+
+}  // namespace
+
+// RMSNorm (seed 000 §5.2's LayerNorm without centring, as LLaMA has it): y = gamma · x · rstd,
+// rstd = 1/√(mean(x²) + eps) per row of x (rows, d). Returns (y, rstd): rstd is what backward needs.
+std::vector<torch::Tensor> rms_norm_forward(const torch::Tensor& x, const torch::Tensor& gamma, double eps) {
+  check(x, "rms_norm x");
+  check(gamma, "rms_norm gamma");
+  const int64_t d = x.size(-1), rows = x.numel() / d;
+  auto y = torch::empty_like(x);
+  auto rstd = torch::empty({rows}, x.options());
+  const float *xp = x.data_ptr<float>(), *gp = gamma.data_ptr<float>();
+  float *yp = y.data_ptr<float>(), *rp = rstd.data_ptr<float>();
+  at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* xr = xp + r * d;
+      const float s = 1.f / std::sqrt(sum_sq(xr, d) / d + static_cast<float>(eps));
+      rp[r] = s;
+      float* yr = yp + r * d;
+      int64_t j = 0;
+      for (; j + Vec::size() <= d; j += Vec::size())
+        (Vec::loadu(xr + j) * Vec(s) * Vec::loadu(gp + j)).store(yr + j);
+      for (; j < d; ++j) yr[j] = xr[j] * s * gp[j];
+    }
+  });
+  return {y, rstd};
+}
+
+// Its gradients, with x̂ = x · rstd and g = dy · gamma:
+//   dx = rstd · (g − x̂ · mean(g · x̂)),   dgamma = Σ_rows dy · x̂
+// (the centring terms of LayerNorm's backward drop out with the mean). dgamma is summed per thread,
+// then across threads.
+std::vector<torch::Tensor> rms_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
+                                             const torch::Tensor& rstd, const torch::Tensor& gamma) {
+  check(dy, "rms_norm dy");
+  check(x, "rms_norm x");
+  const int64_t d = x.size(-1), rows = x.numel() / d;
+  auto dx = torch::empty_like(x);
+  const int64_t threads = at::get_num_threads();
+  auto partial = torch::zeros({threads, d}, x.options());
+  const float *dyp = dy.data_ptr<float>(), *xp = x.data_ptr<float>(), *rp = rstd.data_ptr<float>();
+  const float* gp = gamma.data_ptr<float>();
+  float *dxp = dx.data_ptr<float>(), *pp = partial.data_ptr<float>();
+  at::parallel_for(0, rows, std::max<int64_t>(1, kGrain / d), [&](int64_t r0, int64_t r1) {
+    float* acc = pp + at::get_thread_num() * d;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float *dyr = dyp + r * d, *xr = xp + r * d;
+      const float s = rp[r];
+      Vec dot(0.f);
+      int64_t j = 0;
+      for (; j + Vec::size() <= d; j += Vec::size()) {
+        const Vec xhat = Vec::loadu(xr + j) * Vec(s), dyv = Vec::loadu(dyr + j);
+        dot = at::vec::fmadd(dyv * Vec::loadu(gp + j), xhat, dot);
+        at::vec::fmadd(dyv, xhat, Vec::loadu(acc + j)).store(acc + j);
+      }
+      float c = at::vec::vec_reduce_all<float>([](Vec& a, Vec& b) { return a + b; }, dot);
+      for (; j < d; ++j) {
+        const float xhat = xr[j] * s;
+        c += dyr[j] * gp[j] * xhat;
+        acc[j] += dyr[j] * xhat;
+      }
+      c /= d;
+      float* dxr = dxp + r * d;
+      j = 0;
+      for (; j + Vec::size() <= d; j += Vec::size()) {
+        const Vec xhat = Vec::loadu(xr + j) * Vec(s);
+        (Vec(s) * (Vec::loadu(dyr + j) * Vec::loadu(gp + j) - xhat * Vec(c))).store(dxr + j);
+      }
+      for (; j < d; ++j) dxr[j] = s * (dyr[j] * gp[j] - xr[j] * s * c);
+    }
+  });
+  return {dx, partial.sum(0)};
+}
+
+// SwiGLU's product (seed 000 §6 with LLaMA's gate): act = SiLU(gate) ⊙ pre, SiLU(g) = g · σ(g).
+torch::Tensor swiglu_forward(const torch::Tensor& gate, const torch::Tensor& pre) {
+  check(gate, "swiglu gate");
+  check(pre, "swiglu pre");
+  TORCH_CHECK(gate.sizes() == pre.sizes(), "swiglu: gate and pre must have one shape");
+  auto act = torch::empty_like(pre);
+  const float *gp = gate.data_ptr<float>(), *pp = pre.data_ptr<float>();
+  float* ap = act.data_ptr<float>();
+  const int64_t n = act.numel();
+  at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + Vec::size() <= i1; i += Vec::size()) {
+      const Vec g = Vec::loadu(gp + i);
+      (g * sigmoid(g) * Vec::loadu(pp + i)).store(ap + i);
+    }
+    for (; i < i1; ++i) ap[i] = gp[i] / (1.f + std::exp(-gp[i])) * pp[i];
+  });
+  return act;
+}
+
+// Its gradients: d_pre = d_act · SiLU(gate), d_gate = d_act · pre · σ(g) · (1 + g · (1 − σ(g))).
+std::vector<torch::Tensor> swiglu_backward(const torch::Tensor& d_act, const torch::Tensor& gate,
+                                           const torch::Tensor& pre) {
+  check(d_act, "swiglu d_act");
+  auto d_gate = torch::empty_like(gate), d_pre = torch::empty_like(pre);
+  const float *dp = d_act.data_ptr<float>(), *gp = gate.data_ptr<float>(), *pp = pre.data_ptr<float>();
+  float *dgp = d_gate.data_ptr<float>(), *dpp = d_pre.data_ptr<float>();
+  const int64_t n = gate.numel();
+  at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + Vec::size() <= i1; i += Vec::size()) {
+      const Vec g = Vec::loadu(gp + i), s = sigmoid(g), da = Vec::loadu(dp + i);
+      (da * g * s).store(dpp + i);
+      (da * Vec::loadu(pp + i) * s * (Vec(1.f) + g * (Vec(1.f) - s))).store(dgp + i);
+    }
+    for (; i < i1; ++i) {
+      const float g = gp[i], s = 1.f / (1.f + std::exp(-g));
+      dpp[i] = dp[i] * g * s;
+      dgp[i] = dp[i] * pp[i] * s * (1.f + g * (1.f - s));
+    }
+  });
+  return {d_gate, d_pre};
+}
+
+// RoPE (seed 000 §3.5 note 2), LLaMA's half-split pairing: each (x_i, x_{i+h}) of a head, h = d/2,
+// turned by its angle, out_i = x_i·cos − x_{i+h}·sin, out_{i+h} = x_{i+h}·cos + x_i·sin.
+// x (B, H, S, d) with any strides but a contiguous last dimension (Q and K are views of the fused QKV
+// product); cos, sin (B or 1, 1, S, d) contiguous, their two halves equal (RotaryEmbedding's layout).
+// sign −1 turns the other way: the backward, since the gradient of a rotation is its transpose.
+// Returns a contiguous (B, H, S, d).
+torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, double sign) {
+  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1 && x.scalar_type() == at::kFloat && x.device().is_cpu(),
+              "rotary: x must be a float32 CPU (B, H, S, d) with a contiguous last dimension");
+  check(cos, "rotary cos");
+  check(sin, "rotary sin");
+  const int64_t B = x.size(0), H = x.size(1), S = x.size(2), d = x.size(3), h = d / 2;
+  TORCH_CHECK(d % 2 == 0 && cos.dim() == 4 && cos.size(2) == S && cos.size(3) == d && cos.sizes() == sin.sizes()
+              && (cos.size(0) == 1 || cos.size(0) == B), "rotary: cos and sin must be (B or 1, 1, S, d)");
+  auto out = torch::empty({B, H, S, d}, x.options());
+  const int64_t cb = cos.size(0) == 1 ? 0 : S * d;
+  const int64_t xb = x.stride(0), xh = x.stride(1), xs = x.stride(2);
+  const float *xp = x.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float sg = static_cast<float>(sign);
+  at::parallel_for(0, B * H * S, std::max<int64_t>(1, kGrain / d), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t b = r / (H * S), hd = (r / S) % H, s = r % S;
+      const float* xr = xp + b * xb + hd * xh + s * xs;
+      const float *c = cp + b * cb + s * d, *sn = sp + b * cb + s * d;
+      float* o = op + r * d;
+      int64_t j = 0;
+      for (; j + Vec::size() <= h; j += Vec::size()) {
+        const Vec x1 = Vec::loadu(xr + j), x2 = Vec::loadu(xr + h + j), cv = Vec::loadu(c + j);
+        const Vec sv = Vec::loadu(sn + j) * Vec(sg);
+        (x1 * cv - x2 * sv).store(o + j);
+        (x2 * cv + x1 * sv).store(o + h + j);
+      }
+      for (; j < h; ++j) {
+        const float x1 = xr[j], x2 = xr[h + j], sv = sn[j] * sg;
+        o[j] = x1 * c[j] - x2 * sv;
+        o[h + j] = x2 * c[j] + x1 * sv;
+      }
+    }
+  });
+  return out;
+}
