@@ -58,6 +58,8 @@ DATASETS = {"pinyin": ("tsv", "pinyin-train.tsv"), "g2p": ("tsv", "g2p-train.tsv
 WIDER = {256: dict(d_model=256, n_heads=4, d_ff=1024), 512: dict(d_model=512, n_heads=8, d_ff=2048)}
 GEMM_OPS = ("aten::mm", "aten::addmm", "aten::addmm_", "aten::bmm", "aten::baddbmm", "mkldnn::_linear_pointwise")
 ATTENTION = ("scaled_dot_product", "flash_attention")
+# nn/fused.py's autograd Functions: their events' self time is the kernel's (nn/fused.cpp is no ATen operator)
+FUSED = ("_RMSNorm", "_SwiGLU", "_Rotary")
 OPTIMIZER = ("_fused_adamw", "_foreach", "aten::norm", "linalg_vector_norm", "aten::zero_", "clamp")
 ELEMENTWISE = ("layer_norm", "gelu", "relu", "softmax", "dropout", "native_dropout", "add", "mul", "sub", "div",
                "exp", "log", "sum", "amax", "mean", "gather", "scatter", "where", "masked_fill", "embedding",
@@ -210,7 +212,8 @@ def category(name: str) -> str:
         return "optimizer+clip"
     if name.startswith("autograd::") or name.endswith("Backward0") or name.endswith("Backward1"):
         return "autograd nodes"
-    if name.startswith("aten::") and any(e in name for e in ELEMENTWISE):
+    if (name.startswith("aten::") and any(e in name for e in ELEMENTWISE)) \
+            or name.removesuffix("Backward") in FUSED:
         return "elementwise (norm, act, loss, masks)"
     if name.startswith("aten::") or "::" in name:
         return "other operators"

@@ -162,3 +162,22 @@ def test_an_llama_form_model_gives_the_reference_paths_loss_and_gradients(train)
     torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-6)
     for (name, _), a, b in zip(model.named_parameters(), grads, ref_grads):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6, msg=lambda m, n=name: f"{n}: {m}")
+
+
+def test_second_order_gradients_take_the_reference_path():
+    """The fused backward is not differentiable again (refused, not silently wrong); inside reference_path
+    a second-order gradient goes through the explicit math."""
+    model = _llama_lm()
+    ids = torch.randint(0, 50, (2, 9), generator=torch.Generator().manual_seed(2))
+    params = list(model.parameters())
+
+    def grad_norm():
+        loss = model(ids).logsumexp(-1).mean()
+        grads = torch.autograd.grad(loss, params, create_graph=True)
+        return sum(g.pow(2).sum() for g in grads)
+
+    with pytest.raises(RuntimeError):
+        torch.autograd.grad(grad_norm(), params[0])
+    with reference_path(model):
+        second = torch.autograd.grad(grad_norm(), params[0])[0]
+    assert torch.isfinite(second).all() and second.abs().sum() > 0

@@ -21,9 +21,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..trace import HookPoint
+from . import fused
 from .common import affine, masked_value
 from .dropout import dropout, uses_cheap_mask
-from . import fused
 from .positional import apply_rotary
 from .prepared import derived
 

@@ -10,7 +10,9 @@ goes"). tests/test_fused.py holds each to the composite's values and gradients.
 
 They are taken only where the kernels are built (`make setup`; GLASSFORMER_GEMV=off turns them off
 with the decode kernels) and nothing asks for torch's own operators: float32 CPU tensors, no
-torch.compile, no torch.func transform. Autocast's bf16 tensors keep the composites.
+torch.compile, no torch.func transform. Autocast's bf16 tensors keep the composites. Their backward is
+not itself differentiable (`once_differentiable`): a second-order gradient (create_graph=True) needs
+the composites — run it inside `trace.reference_path(model)`.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ epilogue and attention"): the product's *epilogue* — φ, the residual Add and 
 applied to its output rows while they are still in L1/L2, where separate operators after a streamed W
 ran from cold caches — and `attend` (attend.cpp): a step's attention over the cache read in place, its
 own key and value written there first, z returned in W_O's layout (SDPA with its narrows and reshape
-took ~38 µs a call where this takes ~7, hot).
+took ~38 µs a call where this takes ~7, hot). And, for training, fused.cpp (nn/fused.py): RMSNorm,
+SwiGLU's product and the rotary rotation, forward and backward, one pass over memory each.
 
 PyTorch's compilers came first (issue 29 §2): Inductor lowers a product to the same BLAS call, and
 compiling the step took over a minute without being faster (docs/benchmarks.md). The kernel is
@@ -164,14 +165,16 @@ def main() -> int:
     keeps PyTorch's GEMMs, so a failure is said in one line and the exit status is still 0."""
     import time
     if not _cpu_ok():
-        print("glassformer GEMV kernel: not built (this CPU has no AVX2); decoding uses PyTorch's GEMMs")
+        print("glassformer GEMV kernel: not built (this CPU has no AVX2); decoding uses PyTorch's GEMMs"
+              " and training its composite operators")
         return 0
     start = time.perf_counter()
     try:
         path = build(verbose="-v" in sys.argv)
     except Exception as e:  # noqa: BLE001 — any compiler or ninja failure means: keep PyTorch's GEMMs
         reason = str(e).strip().splitlines()[-1] if str(e).strip() else type(e).__name__
-        print(f"glassformer GEMV kernel: not built ({reason}); decoding uses PyTorch's GEMMs")
+        print(f"glassformer GEMV kernel: not built ({reason}); decoding uses PyTorch's GEMMs and training its"
+              " composite operators")
         return 0
     print(f"glassformer GEMV kernel: {path} ({time.perf_counter() - start:.0f} s)")
     return 0
