@@ -212,8 +212,7 @@ def category(name: str) -> str:
         return "optimizer+clip"
     if name.startswith("autograd::") or name.endswith("Backward0") or name.endswith("Backward1"):
         return "autograd nodes"
-    if (name.startswith("aten::") and any(e in name for e in ELEMENTWISE)) \
-            or name.removesuffix("Backward") in FUSED:
+    if name.removesuffix("Backward") in FUSED or (name.startswith("aten::") and any(e in name for e in ELEMENTWISE)):
         return "elementwise (norm, act, loss, masks)"
     if name.startswith("aten::") or "::" in name:
         return "other operators"
