@@ -3,7 +3,8 @@
     python bench/export_check.py RUN [--lines N] [--new 32]
 
 Exports RUN (its best/, else checkpoint/) to a temporary folder as CTranslate2 (float32 and int8; the
-float32 folder holds the Hugging Face export it was converted from, in hf/) and ONNX, then, over the test split of the run's own data (its first N items):
+float32 folder holds the Hugging Face export it was converted from, in hf/) and ONNX, then, over the
+test split of the run's own data (its first N items):
 - the max abs logit error of transformers' Auto class against ours (padded batch, padding excluded);
 - greedy outputs equal to ours, counted: transformers' generate(), CTranslate2 fp32 and int8
   (continuations of --new tokens from each line's first 6 characters);
@@ -33,12 +34,11 @@ def main() -> None:
     import ctranslate2
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from glassformer.errors import InputError
     from glassformer.interop.export_folder import save
     from glassformer.train.checkpoint import load_checkpoint
     from glassformer.train.config import TrainConfig
     from glassformer.train.tasks import raw_splits
-
-    from glassformer.errors import InputError
 
     torch.set_num_threads(1)
     try:
