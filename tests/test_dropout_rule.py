@@ -75,6 +75,20 @@ def test_the_run_turns_dropout_on_only_if_its_own_rate_gives_enough_passes(tmp_p
     assert saved.config.dropout == d["dropout"]
 
 
+@pytest.mark.parametrize(("strong_at", "expected"), [(0.5, 0.2), (2.0, 0.1)])
+def test_a_second_tier_gives_the_stronger_dropout_only_from_its_own_passes(tmp_path, hand_clock, strong_at,
+                                                                          expected):
+    """An LM on a small text: 0.1 from dropout_passes, 0.2 from dropout_strong_passes (recipe.py)."""
+    now, tick = hand_clock
+    data = copy_task()
+    passes = 480 / len(data.encoded["train"])  # as above: the rate its first 6 s count
+    train(_timed(tmp_path, passes / 4, 10, dropout_strong=0.2, dropout_strong_passes=passes * strong_at),
+          data=data, model_overrides=TINY, callbacks=[tick])
+    [d] = _records(tmp_path / "run", "dropout")
+    assert d["passes"] == pytest.approx(passes) and d["dropout"] == expected
+    assert load_checkpoint(tmp_path / "run" / "checkpoint").config.dropout == expected
+
+
 def test_a_resumed_run_keeps_the_decision_it_made(tmp_path, hand_clock):
     now, tick = hand_clock
     data = copy_task()
@@ -125,6 +139,10 @@ def test_dropout_auto_without_a_time_budget_or_out_of_range_is_refused():
         TrainConfig(dropout_auto=1.5, dropout_passes=20, max_minutes=1)
     with pytest.raises(ConfigError, match="dropout_passes=None must be a number of passes > 0"):
         TrainConfig(dropout_auto=0.1, max_minutes=1)
+    with pytest.raises(ConfigError, match="dropout_strong is a second tier of dropout_auto"):
+        TrainConfig(dropout_auto=0.1, dropout_passes=20, dropout_strong=0.2, dropout_strong_passes=10, max_minutes=1)
+    with pytest.raises(ConfigError, match="dropout_strong_passes=None must be a number of passes > 0"):
+        TrainConfig(dropout_auto=0.1, dropout_passes=20, dropout_strong=0.2, max_minutes=1)
 
 
 def test_the_cli_run_says_what_it_decided_and_keeps_it(tmp_path, monkeypatch, capsys):

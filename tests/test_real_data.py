@@ -120,6 +120,33 @@ def test_dropout_only_when_the_budget_allows_many_passes():
     assert unlimited.model["dropout"] == 0.1  # trained to convergence: dropout as in the paper
 
 
+def test_an_lm_on_a_small_text_gets_the_stronger_dropout_only_from_many_passes(monkeypatch):
+    """0.1 from 9 passes, 0.2 from 32 (recipe.py: chosen on fortunes-en cut to lm-pydoc's size), on a text
+    smaller than the model; 400k tokens a minute for 30 min are 12M characters seen."""
+    from glassformer.train import recipe
+    lines = [ln for d in load_corpus("fortunes-en") for ln in d.splitlines() if ln.strip()]
+
+    def text(chars):
+        n = next(i for i in range(len(lines)) if sum(len(x) for x in lines[:i]) >= chars)
+        return {"train": lines[:n], "valid": lines[-20:-10], "test": lines[-10:]}
+    many = choose("lm", text(200_000), 30, None, tokens_per_minute=400_000)  # ~60 passes
+    assert many.passes >= 32 and many.model["dropout"] == 0.2
+    assert any(w.startswith("dropout 0.2") and "0.1 does not hold so many" in w for w in many.reasons)
+    some = choose("lm", text(600_000), 30, None, tokens_per_minute=400_000)  # ~20 passes
+    assert 9 <= some.passes < 32 and some.model["dropout"] == 0.1
+    mine = choose("lm", text(200_000), 30, None, tokens_per_minute=400_000, given=dict(dropout=0.05))
+    assert mine.model["dropout"] == 0.1  # the recipe's field; the user's 0.05 replaces it (it is not raised)
+    # probed: the run decides from its first tenth, with both tiers (train/dropout_rule.py)
+    monkeypatch.setattr(recipe, "measure_tokens_per_minute", lambda *a, **k: 400_000)
+    probed = choose("lm", text(200_000), 30, None)
+    assert probed.model["dropout"] == 0.0 and probed.train["dropout_auto"] == 0.1
+    assert probed.train["dropout_strong"] == 0.2 and probed.train["dropout_strong_passes"] == 32
+    assert next(w for w in probed.reasons if w.startswith("dropout")).endswith(": dropout 0.2")
+    pairs = cmudict_pairs()[:5000]  # a translator keeps one tier (nothing measured it at 0.2)
+    tsv = choose("tsv", {"train": pairs, "valid": pairs[:10], "test": pairs[:10]}, 30, None)
+    assert tsv.train["dropout_auto"] == 0.1 and "dropout_strong" not in tsv.train
+
+
 def test_threads_follow_the_free_cores():
     """A small model takes a second thread only where a second core is free (a busy one makes it spin)."""
     assert small_model_threads(2, 0.1)[0] == 2

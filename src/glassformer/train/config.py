@@ -77,6 +77,9 @@ class TrainConfig(StrictConfig):
     # dropout_passes passes over the data in the budget (train/dropout_rule.py); until then none
     dropout_auto: float | None = None
     dropout_passes: float | None = None
+    # and a stronger dropout from dropout_strong_passes passes (an LM on a small text: recipe.py)
+    dropout_strong: float | None = None
+    dropout_strong_passes: float | None = None
     # ---- evaluation and early stopping ----
     eval_every: int = 200
     eval_size: int = 500  # at most this many held-out examples per evaluation
@@ -123,14 +126,22 @@ class TrainConfig(StrictConfig):
             _positive(name, getattr(self, name), allow_none=True, integer=False)
         for name in ("lr", "noam_factor", "eps"):
             _positive(name, getattr(self, name), integer=False)
-        if self.dropout_auto is not None or self.dropout_passes is not None:
-            p, passes = self.dropout_auto, self.dropout_passes
+        # the dropout rule's tiers (dropout_rule.py): a rate and the passes it needs, given together
+        for rate, need in (("dropout_auto", "dropout_passes"), ("dropout_strong", "dropout_strong_passes")):
+            p, passes = getattr(self, rate), getattr(self, need)
+            if p is None and passes is None:
+                continue
             _check(isinstance(p, (int, float)) and not isinstance(p, bool) and 0 < p < 1,
-                   f"dropout_auto={p!r} must be a dropout rate in (0, 1)")
+                   f"{rate}={p!r} must be a dropout rate in (0, 1)")
             _check(isinstance(passes, (int, float)) and not isinstance(passes, bool) and passes > 0,
-                   f"dropout_passes={passes!r} must be a number of passes > 0")
+                   f"{need}={passes!r} must be a number of passes > 0")
+        if self.dropout_auto is not None:
             _check(self.max_minutes is not None, "dropout_auto is decided from the run's rate over its first"
                    " tenth of --max-minutes; give max_minutes, or a fixed dropout instead")
+        if self.dropout_strong is not None:
+            _check(self.dropout_auto is not None and self.dropout_strong_passes >= self.dropout_passes,
+                   "dropout_strong is a second tier of dropout_auto: give dropout_auto and dropout_passes, and"
+                   " dropout_strong_passes no fewer than dropout_passes")
         for name in ("beta1", "beta2", "label_smoothing", "min_lr_ratio"):
             v = getattr(self, name)
             _check(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v < 1, f"{name}={v!r} must be in [0, 1)")

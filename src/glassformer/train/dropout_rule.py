@@ -2,9 +2,10 @@
 
 The auto recipe gives dropout only when the minutes allow enough passes over the data for the model to
 overfit without it (train/recipe.py: `DROPOUT_EPOCHS` for a translator, `LM_DROPOUT_EPOCHS` for an LM,
-counted for the model *without* dropout). It counted those passes from a 1.5-s speed probe at start-up,
-and a probe that short reads the machine of that second: the same G2P command, 30 minutes on two threads,
-probed 1.37× the rate its run then trained at once and 0.81× another time — dropout in the first run
+counted for the model *without* dropout; an LM on a small text has a second tier, 0.2 from
+`LM_DROPOUT_STRONG_EPOCHS`, where 0.1 let it overfit). It counted those passes from a 1.5-s speed probe
+at start-up, and a probe that short reads the machine of that second: the same G2P command, 30 minutes on
+two threads, probed 1.37× the rate its run then trained at once and 0.81× another time — dropout in the first run
 (67.3% exact match), none in the second (65.7%; docs/real-data.md, "Training step speed").
 
 So a run whose recipe left dropout to the measurement trains its first tenth without dropout, counts
@@ -34,10 +35,13 @@ class DropoutDecision:
 
     p: the dropout the recipe gives a run with enough passes; passes_needed: its threshold;
     budget_s: the run's whole budget; left_s: what is left of it when this process starts (a resumed
-    run measures its own rate again); n_examples: the training examples (pairs, or an LM's windows)."""
+    run measures its own rate again); n_examples: the training examples (pairs, or an LM's windows);
+    strong: (passes, dropout) — a stronger dropout from that many passes (None: one tier)."""
 
-    def __init__(self, p: float, passes_needed: float, budget_s: float, left_s: float, n_examples: int):
+    def __init__(self, p: float, passes_needed: float, budget_s: float, left_s: float, n_examples: int,
+                 strong: tuple[float, float] | None = None):
         self.p, self.passes_needed, self.n_examples = p, passes_needed, max(n_examples, 1)
+        self.strong = strong
         self.budget_s = budget_s
         self.due_s = min(DECIDE_SHARE * budget_s, left_s)  # seconds of this process's training
         self.decided: dict[str, Any] | None = None
@@ -55,6 +59,9 @@ class DropoutDecision:
         p = self.p if passes >= self.passes_needed else 0.0
         verdict = (f"dropout {self.p:g} from now (≥ {self.passes_needed:g}: enough to overfit without it)"
                    if p else f"no dropout (< {self.passes_needed:g}: too few to overfit)")
+        if self.strong is not None and passes >= self.strong[0]:
+            p = self.strong[1]
+            verdict = f"dropout {p:g} from now (≥ {self.strong[0]:g}: {self.p:g} would not hold it so many passes)"
         line = (f"dropout rule: {done:.2f} passes over the data in the first {seconds:.0f} s without dropout,"
                 f" {rate * 60:,.0f} examples a minute: about {passes:.1f} passes in the whole budget; {verdict}")
         self.decided = dict(dropout=p, passes=passes, examples_per_minute=rate * 60, seconds=seconds,

@@ -304,8 +304,9 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     ruled = state.get("dropout_rule") if state is not None else None
     rule, examples = None, 0
     if cfg.dropout_auto is not None and ruled is None:
+        strong = (cfg.dropout_strong_passes, cfg.dropout_strong) if cfg.dropout_strong is not None else None
         rule = DropoutDecision(cfg.dropout_auto, cfg.dropout_passes, cfg.max_minutes * 60,
-                               cfg.max_minutes * 60 - before, len(train_set))
+                               cfg.max_minutes * 60 - before, len(train_set), strong)
     stop_reason = "max_steps"
     progress = Progress(max_steps, cfg.max_minutes, enabled=rt.is_main and not cfg.quiet, start_step=step)
     window_tokens, window_start = 0, clock()
