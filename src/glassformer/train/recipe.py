@@ -65,16 +65,22 @@ TSV_EVIDENCE = ("; G2P, 30 min, 15-18 passes: 72.3% and 72.6% exact match withou
 # and on the whole 2.2M (30 min, 6-9 passes; 8 min, ~2) no dropout won, by 0.08-0.41 bits/char — with
 # dropout the CPU step was also a third slower (torch's mask; nn/dropout.py's costs a fifth). Passes alone
 # do not separate 313k from 1.3M (13 against 12 predicted): the text's size beside the model's weights
-# does (0.4 characters per weight against 1.5-2.8). So: dropout on a text with fewer characters than the
-# model has weights (1: between the measured 0.4 and 1.5, not tuned), the weights being the blocks' and
-# the character embedding's (`lm_weights`: fortunes-zh's 856k characters, 5,932 distinct, overfitted at
-# 30 min without dropout when only the blocks' 786k were counted), from 9 passes of the model without
-# dropout (issue 32; development texts, passes a run without dropout made): fortunes-zh at 10 min, 5.3
-# passes, 3.452 bits/char without dropout against 3.535 with 0.1; at 30 min, ~16 passes, overfitted
-# without; fortunes-en's first 313k characters, 20 passes, better with 0.1 (above). 9: about the
-# geometric mean of 5.3 and 16, not tuned. (It was 5, in passes a probe timed with dropout on.)
+# does (0.4 characters per weight against 1.5-2.8). So: dropout on a text with fewer than 1.26 characters
+# per weight of the model (below), the weights being the blocks' and the character embedding's
+# (`lm_weights`: fortunes-zh's 856k characters, 5,932 distinct, overfitted at 30 min without dropout when
+# only the blocks' 786k were counted), from 9 passes of the model without dropout (issue 32; development
+# texts, passes a run without dropout made): fortunes-zh at 10 min, 5.3 passes, 3.452 bits/char without
+# dropout against 3.535 with 0.1; at 30 min, ~16 passes, overfitted without; fortunes-en's first 313k
+# characters, 20 passes, better with 0.1 (above). 9: about the geometric mean of 5.3 and 16, not tuned.
+# (It was 5, in passes a probe timed with dropout on.)
 LM_DROPOUT_EPOCHS = 9
-LM_DROPOUT_TOKENS_PER_WEIGHT = 1.0
+# 1.26 characters per weight: the geometric mean of 1.06, where dropout won (fortunes-en's first 1.12M
+# characters beside LLaMA's block's 1.06M weights, 30 min, one thread: 0.1 2.254 bits/char, none 2.305,
+# whose validation loss rose after step 5,400; docs/real-data.md "Dropout at many passes"), and 1.5, where
+# it lost (above), not tuned. (It was 1, between 0.4 and 1.5, before 1.06 was measured.)
+LM_DROPOUT_TOKENS_PER_WEIGHT = 1.26
+SIZE_EVIDENCE = ("fortunes-en, 30 min on one thread: 1.06 characters per weight, 2.254 bits/char with 0.1, 2.305"
+                 " without; 1.5, 2.375 with 0.1, 2.293 without; 2.8, 2.333 with 0.1, 2.123 without")
 # Many more passes overfit through 0.1 (issue 32: the evaluation text lm-pydoc, 342k characters, 30 min,
 # 66 passes, 75 as the rule counts them: its validation loss rose from ~21 min, and it scored above its
 # 10 minutes). Chosen on the development text cut to that size (fortunes-en's first 342k characters, one
@@ -329,17 +335,17 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         weights = lm_weights(run, rows) if lm else 0
         measured = ("(measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
                     " fortunes-en 2.99 vs 2.58 bits/char)")
-        overfits = ("" if not lm else f" on a text smaller than the model's {weights:,} weights (fortunes-en's"
-                    " first 313k characters, 20 passes without dropout: 2.741 bits/char with 0.1, 2.857 without;"
-                    " fortunes-zh, 856k characters against 1.55M weights, overfitted at 30 min without: training"
-                    " loss 1.59, validation 2.58 nats; at 10 min, 5 passes, 3.452 without and 3.535 with)")
+        overfits = ("" if not lm else f" on a text with under {LM_DROPOUT_TOKENS_PER_WEIGHT:g} characters for"
+                    f" each of the model's {weights:,} weights (fortunes-en's first 313k characters, 20 passes without dropout:"
+                    " 2.741 bits/char with 0.1, 2.857 without; fortunes-zh, 856k characters against 1.55M weights,"
+                    " overfitted at 30 min without: training loss 1.59, validation 2.58 nats; at 10 min, 5 passes,"
+                    " 3.452 without and 3.535 with)")
         if lm and characters >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
-                   f"no dropout: the text ({characters:,} characters) is not smaller than the model's {weights:,}"
-                   f" weights, too much for them to memorise in a CPU budget ({max_minutes:g} min is {passes} at"
-                   f" {source}; fortunes-en, 30 min on one thread: 1.3M characters 2.293 bits/char without"
-                   f" dropout, 2.375 with 0.1; 2.2M 2.123 and 2.333)")
+                   f"no dropout: the text ({characters:,} characters) has at least {LM_DROPOUT_TOKENS_PER_WEIGHT:g}"
+                   f" for each of the model's {weights:,} weights, too much for them to memorise in a CPU budget"
+                   f" ({max_minutes:g} min is {passes} at {source}; {SIZE_EVIDENCE})")
         elif probe is not None and "dropout" not in given:
             # a 1.5-s probe reads the machine of that second (the same G2P command probed 1.37x and 0.81x
             # its run's rate): the run decides from its own first tenth (dropout_rule.py), this predicts
