@@ -336,16 +336,17 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         measured = ("(measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
                     " fortunes-en 2.99 vs 2.58 bits/char)")
         overfits = ("" if not lm else f" on a text with under {LM_DROPOUT_TOKENS_PER_WEIGHT:g} characters for"
-                    f" each of the model's {weights:,} weights (fortunes-en's first 313k characters, 20 passes without dropout:"
-                    " 2.741 bits/char with 0.1, 2.857 without; fortunes-zh, 856k characters against 1.55M weights,"
-                    " overfitted at 30 min without: training loss 1.59, validation 2.58 nats; at 10 min, 5 passes,"
-                    " 3.452 without and 3.535 with)")
+                    f" each of the model's {weights:,} weights (fortunes-en's first 313k characters, 20 passes"
+                    " without dropout: 2.741 bits/char with 0.1, 2.857 without; fortunes-zh, 856k characters against"
+                    " 1.55M weights, overfitted at 30 min without: training loss 1.59, validation 2.58 nats; at 10"
+                    " min, 5 passes, 3.452 without and 3.535 with)")
         if lm and characters >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
-                   f"no dropout: the text ({characters:,} characters) has at least {LM_DROPOUT_TOKENS_PER_WEIGHT:g}"
-                   f" for each of the model's {weights:,} weights, too much for them to memorise in a CPU budget"
-                   f" ({max_minutes:g} min is {passes} at {source}; {SIZE_EVIDENCE})")
+                   f"no dropout: the text ({characters:,} characters) has at least"
+                   f" {LM_DROPOUT_TOKENS_PER_WEIGHT:g} characters for each of the model's {weights:,} weights, too"
+                   f" much for them to memorise in a CPU budget ({max_minutes:g} min is {passes} at {source};"
+                   f" {SIZE_EVIDENCE})")
         elif probe is not None and "dropout" not in given:
             # a 1.5-s probe reads the machine of that second (the same G2P command probed 1.37x and 0.81x
             # its run's rate): the run decides from its own first tenth (dropout_rule.py), this predicts
