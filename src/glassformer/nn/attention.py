@@ -227,9 +227,7 @@ class MultiHeadAttention(nn.Module):
             kernel_causal = causal and bias is None and q.shape[2] == k.shape[2]
             if causal and not kernel_causal:
                 bias = _with_causal(bias, q.shape[2], k.shape[2], q.dtype)
-            z = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=bias, dropout_p=self.dropout_p if self.training else 0.0,
-                is_causal=kernel_causal, scale=self.scale)
+            z = _sdpa(q, k, v, bias, self.dropout_p if self.training else 0.0, kernel_causal, self.scale)
         concat = self.concat(z.transpose(1, 2).reshape(z.shape[0], z.shape[2], -1))
         return self.out(affine(concat, self.W_O, self.b_O))
 
@@ -243,6 +241,25 @@ class MultiHeadAttention(nn.Module):
         pattern = self.pattern(torch.softmax(scaled.float(), dim=-1).to(q.dtype))  # rows sum to 1
         pattern = dropout(pattern, self.dropout_p, self.training)
         return self.z(pattern @ v)  # (batch, head, q, d_k)
+
+
+def _sdpa(q, k, v, bias, dropout_p: float, causal: bool, scale: float) -> torch.Tensor:
+    """torch's fused kernel; a CPU step that trains in bf16 (autocast) runs it in float32.
+
+    Why: on CPU the flash kernel's bf16 backward is 3.6× slower than its float32 one at the
+    character LM's shapes (batch 32, 4 heads, 64 positions, d_k 32, forward and backward: 17.9 ms
+    against 5.0 ms on the AVX512_BF16 EPYC; bench/train_step.py's profile: 34% of the bf16 step),
+    which is what held the LM's bf16 step to ~1.06× float32 while its GEMMs ran 2.0–2.3× (docs/
+    real-data.md, "bf16 attention in float32"). Attention is ~5% of the FLOPs here; the casts are cheap."""
+    low = q.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")  # autocast would cast q, k, v to bf16
+    if low and q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
+        with torch.autocast("cpu", enabled=False):
+            b = bias.float() if bias is not None and bias.is_floating_point() else bias
+            z = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=b, dropout_p=dropout_p,
+                                               is_causal=causal, scale=scale)
+        return z.to(q.dtype)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout_p, is_causal=causal,
+                                          scale=scale)
 
 
 def _with_causal(bias: torch.Tensor | None, q_len: int, k_len: int, dtype: torch.dtype) -> torch.Tensor:

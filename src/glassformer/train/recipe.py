@@ -430,19 +430,22 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     which units, and what that was measured to buy for this kind of model.
 
     Measured with the trainer's own steps (bench/train_step.py; one thread, float32 and bf16 chunks in
-    turn from one seed), tokens/s of bf16 over float32:
-    - an AVX512_BF16 EPYC (no AMX): translators at d_model 128 0.99–1.13 (1.12 in the longest comparison,
-      12 interleaved chunks each on G2P, pinyin and kana), d_model 256 1.31–1.35; the d_model-128
-      character LM 0.97–1.13 (0.97 and 0.99 in the two longest comparisons);
-    - an AMX Xeon: at d_model 128 slower, translators 0.79–0.91 (G2P, pinyin, kana) and the character
-      LM 0.78–0.81; at d_model 256 the pinyin translator 1.20, the character LM 1.62
-      (docs/real-data.md, "Training step speed").
-    So: bf16 from d_model 256 up; at 128 only for a translator on a CPU without AMX. The training loss
-    after 60–320 steps was the same within 0.02 nats (its step-to-step noise: 0.3). Decided from the
-    CPU, not from a timing probe at start-up: the start-up probe's random fixed-length batches put bf16
-    0.1–0.25 higher than the trainer's own batches did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and
-    on a shared machine a probe would make one command train in a different precision from one run to
-    the next. Without native bf16, autocast emulates it: slower."""
+    turn from one seed), tokens/s of bf16 over float32, since attention trains in float32 under autocast
+    (nn/attention.py `_sdpa`: torch's bf16 attention backward had held the bf16 step back):
+    - an AVX512_BF16 EPYC (no AMX): translators at d_model 128 1.25–1.34 (G2P, pinyin, kana; 1.14 for
+      pinyin before), the character LM 1.44 (1.05 before); at d_model 256 the pinyin translator 1.51, the
+      character LM 1.59 (1.38 before);
+    - an AMX Xeon, before that change (no AMX machine since): at d_model 128 slower, translators
+      0.79–0.91 and the character LM 0.78–0.81; at d_model 256 the pinyin translator 1.20, the LM 1.62
+      (docs/real-data.md, "Training step speed" and "bf16 attention in float32").
+    So: bf16 from d_model 256 up; at 128 on a CPU without AMX. The training loss after 120 steps was
+    the same within 0.005 nats (its step-to-step noise: 0.05–0.5); fortunes-en's character LM for 10
+    minutes, one thread each, side by side: bf16 3,987 steps and 2.136 bits/char, float32 2,396 and 2.208
+    (on the EPYC). Decided from the CPU, not from a timing probe at start-up: the
+    start-up probe's random fixed-length batches put bf16 0.1–0.25 higher than the trainer's own batches
+    did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and on a shared machine a probe would make one
+    command train in a different precision from one run to the next. Without native bf16, autocast
+    emulates it: slower."""
     if native is None:
         from ..nn.routes import onednn_bf16
         native = onednn_bf16()
@@ -450,19 +453,17 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
         return False, "float32 (this CPU has no native bf16, AVX512_BF16 or AMX: emulated bf16 would be slower)"
     if d_model > 128:
         return True, (f"bf16 autocast (native bf16 on this CPU; at d_model {d_model} the trainer's step measured"
-                      " 1.20–1.62× float32's tokens/s on an AMX Xeon, 1.31–1.35× on an AVX512_BF16 EPYC, the"
+                      " 1.51–1.59× float32's tokens/s on an AVX512_BF16 EPYC, 1.20–1.62× on an AMX Xeon, the"
                       " same loss; --no-bf16 for float32)")
     if amx is None:
         from ..nn.routes import amx as has_amx
         amx = has_amx()
-    if lm or amx:
-        what = "a d_model-128 character LM" if lm else "a d_model-128 translator on a CPU with AMX"
-        measured = ("0.78–0.81× on an AMX Xeon, 0.97–1.13× on an AVX512_BF16 EPYC" if lm
-                    else "0.79–0.91× on an AMX Xeon")
-        return False, f"float32 (bf16 autocast measured slower or no faster for {what}: {measured}; --bf16 to use it)"
-    return True, ("bf16 autocast (native bf16 on this CPU, no AMX: at d_model 128 the trainer's step measured"
-                  " 0.99–1.13× float32's tokens/s on an AVX512_BF16 EPYC, 1.12× in the longest comparison,"
-                  " the same loss; --no-bf16 for float32)")
+    if amx:
+        return False, ("float32 (bf16 autocast measured slower at d_model 128 on an AMX Xeon: 0.78–0.91× float32's"
+                       " tokens/s; --bf16 to use it)")
+    what = "character LM 1.44×" if lm else "translators 1.25–1.34×"
+    return True, (f"bf16 autocast (native bf16 on this CPU, no AMX: at d_model 128 the trainer's step measured"
+                  f" {what} float32's tokens/s on an AVX512_BF16 EPYC, the same loss; --no-bf16 for float32)")
 
 
 def _mean_lengths(train: list, kinds: tuple[str, str], lm: bool, block: int = 128) -> tuple[int, int]:
