@@ -136,7 +136,7 @@ def test_the_fused_path_is_left_where_torch_must_see_its_own_operators():
     _close(per_sample, want)
     with torch.autocast("cpu", dtype=torch.bfloat16):
         ff = FeedForward(8, 16, activation="swiglu")
-        assert ff(x).dtype == torch.bfloat16  # the composite under autocast
+        assert ff(x).dtype == torch.bfloat16  # W_2's product under autocast (SwiGLU's kernel took bf16 operands)
 
 
 def _llama_lm():
@@ -181,3 +181,49 @@ def test_second_order_gradients_take_the_reference_path():
     with reference_path(model):
         second = torch.autograd.grad(grad_norm(), params[0])[0]
     assert torch.isfinite(second).all() and second.abs().sum() > 0
+
+
+def _one_bf16_rounding(got, want):
+    """Within a rounding or two of bf16 (8 significant bits) of the largest value: the kernel rounds once
+    from float, the reference's composite rounds where its operators do (the rotation's two bf16 terms are
+    each rounded before they are summed, so a sum near 0 differs by an ulp of its terms)."""
+    assert got.dtype == want.dtype
+    torch.testing.assert_close(got.float(), want.float(), rtol=2 ** -7, atol=2 ** -7 * want.abs().max().item())
+
+
+@pytest.mark.parametrize("shape", [(7, 131), (2, 64, 96)])
+def test_swiglu_on_bf16_operands_equals_the_float_composite_rounded(shape, threads):
+    """Under bf16 autocast SwiGLU's operands are bf16 (the products' outputs): the kernel reads them as
+    float and rounds each result once; the reference is the composite in float32 from the same bf16 values,
+    rounded to bf16 — values and both gradients. (131: the vector loop's tail.)"""
+    g = torch.Generator().manual_seed(shape[-1])
+    gate = (torch.randn(*shape, generator=g) * 3).bfloat16().requires_grad_()
+    pre = torch.randn(*shape, generator=g).bfloat16().requires_grad_()
+    up = torch.randn(*shape, generator=g).bfloat16()
+    assert fused.usable(gate, pre, dtypes=fused.WITH_BF16) and not fused.usable(gate, pre)
+    act = fused.swiglu(gate, pre)
+    d_gate, d_pre = torch.autograd.grad(act, (gate, pre), up)
+    gf, pf = gate.detach().float().requires_grad_(), pre.detach().float().requires_grad_()
+    ref = F.silu(gf) * pf
+    r_gate, r_pre = torch.autograd.grad(ref, (gf, pf), up.float())
+    _one_bf16_rounding(act, ref.bfloat16())
+    _one_bf16_rounding(d_gate, r_gate.bfloat16())
+    _one_bf16_rounding(d_pre, r_pre.bfloat16())
+
+
+def test_rotary_of_bf16_q_and_k_equals_apply_rotarys_promotion(threads):
+    """Autocast's QKV product is bf16; the composite's q · cos (float32 angles) promotes it to float32,
+    and so does the kernel, reading the bf16 views in place. The gradients go back to the bf16 product."""
+    g = torch.Generator().manual_seed(5)
+    batch, seq, heads, d_k = 3, 9, 4, 32
+    qkv = torch.randn(batch, seq, 3, heads, d_k, generator=g).bfloat16().requires_grad_()
+    q, k = qkv[:, :, 0].transpose(1, 2), qkv[:, :, 1].transpose(1, 2)
+    cos, sin = RotaryEmbedding(d_k)(torch.arange(seq)[None])
+    assert fused.usable(q, k, dtypes=fused.WITH_BF16) and fused.usable(cos, sin) and fused.rotary_ok(q, cos)
+    ups = (torch.randn(batch, heads, seq, d_k, generator=g), torch.randn(batch, heads, seq, d_k, generator=g))
+    got = fused.rotate_qk(q, k, cos, sin)
+    want = (apply_rotary(q, cos, sin), apply_rotary(k, cos, sin))
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype == torch.float32
+        _close(a, b)
+    _one_bf16_rounding(_grads(got, ups, [qkv])[0], _grads(want, ups, [qkv])[0])

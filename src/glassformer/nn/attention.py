@@ -203,8 +203,8 @@ class MultiHeadAttention(nn.Module):
             q, k, v = self._project_fast(x, kv_input, cache)
         if rope is not None:
             cos, sin = rope
-            if (not self.force_math and fused.usable(q, k, cos, sin) and fused.rotary_ok(q, cos)
-                    and fused.rotary_ok(k, cos)):
+            if (not self.force_math and fused.usable(q, k, dtypes=fused.WITH_BF16) and fused.usable(cos, sin)
+                    and fused.rotary_ok(q, cos) and fused.rotary_ok(k, cos)):
                 q, k = fused.rotate_qk(q, k, cos, sin)  # the same rotation, one pass each way
                 q, k = self.q_rot(q), self.k_rot(k)
             else:

@@ -57,7 +57,8 @@ class FeedForward(nn.Module):
         pre = self.pre(affine(x, self.W_1, self.b_1))  # (batch, seq, d_ff)
         if self.gated:
             gate = self.gate(affine(x, self.W_G, self.b_G))
-            if self.activation == "swiglu" and not self.force_math and fused.usable(gate, pre):
+            if (self.activation == "swiglu" and not self.force_math and gate.dtype == pre.dtype
+                    and fused.usable(gate, pre, dtypes=fused.WITH_BF16)):
                 act = fused.swiglu(gate, pre)
             else:
                 act = self.phi(gate) * pre

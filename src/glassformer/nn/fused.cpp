@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 #include <vector>
 
 namespace {
@@ -42,6 +43,33 @@ inline Vec sigmoid(const Vec& g) { return Vec(1.f) / (Vec(1.f) + g.neg().exp_u20
 void check(const torch::Tensor& t, const char* what) {
   TORCH_CHECK(t.scalar_type() == at::kFloat && t.device().is_cpu() && t.is_contiguous(), what,
               ": a contiguous float32 CPU tensor expected");
+}
+
+// bf16 operands (a step under autocast: its products' outputs): read as float, computed in float as the
+// float32 kernels compute, each result rounded once to bf16 — where the composite rounds after every operator
+using BVec = at::vec::Vectorized<at::BFloat16>;
+
+inline void load_bf16(const at::BFloat16* p, Vec& lo, Vec& hi) {
+  std::tie(lo, hi) = at::vec::convert_bfloat16_float(BVec::loadu(p));
+}
+
+inline void store_bf16(at::BFloat16* p, const Vec& lo, const Vec& hi) {
+  at::vec::convert_float_bfloat16(lo, hi).store(p);
+}
+
+inline float to_float(float v) { return v; }
+inline float to_float(at::BFloat16 v) { return static_cast<float>(v); }
+
+// Vec::size() values from p as float (a bf16 vector holds twice as many: the first half is read)
+inline Vec load_as_float(const float* p) { return Vec::loadu(p); }
+inline Vec load_as_float(const at::BFloat16* p) {
+  return std::get<0>(at::vec::convert_bfloat16_float(BVec::loadu(p, Vec::size())));
+}
+
+void check_pair(const torch::Tensor& a, const torch::Tensor& b, const char* what) {
+  TORCH_CHECK((a.scalar_type() == at::kFloat || a.scalar_type() == at::kBFloat16) && a.scalar_type() == b.scalar_type()
+              && a.device().is_cpu() && b.device().is_cpu() && a.is_contiguous() && b.is_contiguous()
+              && a.sizes() == b.sizes(), what, ": two contiguous CPU tensors of one shape, both float32 or both bf16");
 }
 
 }  // namespace
@@ -119,13 +147,29 @@ std::vector<torch::Tensor> rms_norm_backward(const torch::Tensor& dy, const torc
 
 // SwiGLU's product (seed 000 §6 with LLaMA's gate): act = SiLU(gate) ⊙ pre, SiLU(g) = g · σ(g).
 torch::Tensor swiglu_forward(const torch::Tensor& gate, const torch::Tensor& pre) {
-  check(gate, "swiglu gate");
-  check(pre, "swiglu pre");
-  TORCH_CHECK(gate.sizes() == pre.sizes(), "swiglu: gate and pre must have one shape");
+  check_pair(gate, pre, "swiglu gate and pre");
   auto act = torch::empty_like(pre);
+  const int64_t n = act.numel();
+  if (gate.scalar_type() == at::kBFloat16) {
+    const at::BFloat16 *gp = gate.data_ptr<at::BFloat16>(), *pp = pre.data_ptr<at::BFloat16>();
+    at::BFloat16* ap = act.data_ptr<at::BFloat16>();
+    at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
+      int64_t i = i0;
+      for (; i + BVec::size() <= i1; i += BVec::size()) {
+        Vec g0, g1, p0, p1;
+        load_bf16(gp + i, g0, g1);
+        load_bf16(pp + i, p0, p1);
+        store_bf16(ap + i, g0 * sigmoid(g0) * p0, g1 * sigmoid(g1) * p1);
+      }
+      for (; i < i1; ++i) {
+        const float g = to_float(gp[i]);
+        ap[i] = static_cast<at::BFloat16>(g / (1.f + std::exp(-g)) * to_float(pp[i]));
+      }
+    });
+    return act;
+  }
   const float *gp = gate.data_ptr<float>(), *pp = pre.data_ptr<float>();
   float* ap = act.data_ptr<float>();
-  const int64_t n = act.numel();
   at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + Vec::size() <= i1; i += Vec::size()) {
@@ -140,11 +184,39 @@ torch::Tensor swiglu_forward(const torch::Tensor& gate, const torch::Tensor& pre
 // Its gradients: d_pre = d_act · SiLU(gate), d_gate = d_act · pre · σ(g) · (1 + g · (1 − σ(g))).
 std::vector<torch::Tensor> swiglu_backward(const torch::Tensor& d_act, const torch::Tensor& gate,
                                            const torch::Tensor& pre) {
-  check(d_act, "swiglu d_act");
+  check_pair(d_act, gate, "swiglu d_act and gate");
   auto d_gate = torch::empty_like(gate), d_pre = torch::empty_like(pre);
+  const int64_t n = gate.numel();
+  if (gate.scalar_type() == at::kBFloat16) {
+    const at::BFloat16 *dp = d_act.data_ptr<at::BFloat16>(), *gp = gate.data_ptr<at::BFloat16>();
+    const at::BFloat16* pp = pre.data_ptr<at::BFloat16>();
+    at::BFloat16 *dgp = d_gate.data_ptr<at::BFloat16>(), *dpp = d_pre.data_ptr<at::BFloat16>();
+    at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
+      int64_t i = i0;
+      for (; i + BVec::size() <= i1; i += BVec::size()) {
+        Vec g[2], d[2], p[2];
+        load_bf16(gp + i, g[0], g[1]);
+        load_bf16(dp + i, d[0], d[1]);
+        load_bf16(pp + i, p[0], p[1]);
+        Vec dpre[2], dgate[2];
+        for (int h = 0; h < 2; ++h) {
+          const Vec s = sigmoid(g[h]);
+          dpre[h] = d[h] * g[h] * s;
+          dgate[h] = d[h] * p[h] * s * (Vec(1.f) + g[h] * (Vec(1.f) - s));
+        }
+        store_bf16(dpp + i, dpre[0], dpre[1]);
+        store_bf16(dgp + i, dgate[0], dgate[1]);
+      }
+      for (; i < i1; ++i) {
+        const float g = to_float(gp[i]), s = 1.f / (1.f + std::exp(-g)), da = to_float(dp[i]);
+        dpp[i] = static_cast<at::BFloat16>(da * g * s);
+        dgp[i] = static_cast<at::BFloat16>(da * to_float(pp[i]) * s * (1.f + g * (1.f - s)));
+      }
+    });
+    return {d_gate, d_pre};
+  }
   const float *dp = d_act.data_ptr<float>(), *gp = gate.data_ptr<float>(), *pp = pre.data_ptr<float>();
   float *dgp = d_gate.data_ptr<float>(), *dpp = d_pre.data_ptr<float>();
-  const int64_t n = gate.numel();
   at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
     int64_t i = i0;
     for (; i + Vec::size() <= i1; i += Vec::size()) {
@@ -167,39 +239,51 @@ std::vector<torch::Tensor> swiglu_backward(const torch::Tensor& d_act, const tor
 // product); cos, sin (B or 1, 1, S, d) contiguous, their two halves equal (RotaryEmbedding's layout).
 // sign −1 turns the other way: the backward, since the gradient of a rotation is its transpose.
 // Returns a contiguous (B, H, S, d).
-torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, double sign) {
-  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1 && x.scalar_type() == at::kFloat && x.device().is_cpu(),
-              "rotary: x must be a float32 CPU (B, H, S, d) with a contiguous last dimension");
-  check(cos, "rotary cos");
-  check(sin, "rotary sin");
-  const int64_t B = x.size(0), H = x.size(1), S = x.size(2), d = x.size(3), h = d / 2;
-  TORCH_CHECK(d % 2 == 0 && cos.dim() == 4 && cos.size(2) == S && cos.size(3) == d && cos.sizes() == sin.sizes()
-              && (cos.size(0) == 1 || cos.size(0) == B), "rotary: cos and sin must be (B or 1, 1, S, d)");
-  auto out = torch::empty({B, H, S, d}, x.options());
-  const int64_t cb = cos.size(0) == 1 ? 0 : S * d;
-  const int64_t xb = x.stride(0), xh = x.stride(1), xs = x.stride(2);
-  const float *xp = x.data_ptr<float>(), *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
-  float* op = out.data_ptr<float>();
-  const float sg = static_cast<float>(sign);
+template <typename T>
+void rotate_rows(const T* xp, const float* cp, const float* sp, float* op, int64_t B, int64_t H, int64_t S,
+                 int64_t d, int64_t cb, int64_t xb, int64_t xh, int64_t xs, float sg) {
+  const int64_t h = d / 2;
   at::parallel_for(0, B * H * S, std::max<int64_t>(1, kGrain / d), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t b = r / (H * S), hd = (r / S) % H, s = r % S;
-      const float* xr = xp + b * xb + hd * xh + s * xs;
+      const T* xr = xp + b * xb + hd * xh + s * xs;
       const float *c = cp + b * cb + s * d, *sn = sp + b * cb + s * d;
       float* o = op + r * d;
       int64_t j = 0;
       for (; j + Vec::size() <= h; j += Vec::size()) {
-        const Vec x1 = Vec::loadu(xr + j), x2 = Vec::loadu(xr + h + j), cv = Vec::loadu(c + j);
+        const Vec x1 = load_as_float(xr + j), x2 = load_as_float(xr + h + j), cv = Vec::loadu(c + j);
         const Vec sv = Vec::loadu(sn + j) * Vec(sg);
         (x1 * cv - x2 * sv).store(o + j);
         (x2 * cv + x1 * sv).store(o + h + j);
       }
       for (; j < h; ++j) {
-        const float x1 = xr[j], x2 = xr[h + j], sv = sn[j] * sg;
+        const float x1 = to_float(xr[j]), x2 = to_float(xr[h + j]), sv = sn[j] * sg;
         o[j] = x1 * c[j] - x2 * sv;
         o[h + j] = x2 * c[j] + x1 * sv;
       }
     }
   });
+}
+
+// x may be bf16 (Q and K of autocast's QKV product): read as float; the result is float32, as the
+// composite's x · cos (float32 angles) promotes it
+torch::Tensor rotary(const torch::Tensor& x, const torch::Tensor& cos, const torch::Tensor& sin, double sign) {
+  TORCH_CHECK(x.dim() == 4 && x.stride(3) == 1 && (x.scalar_type() == at::kFloat || x.scalar_type() == at::kBFloat16)
+              && x.device().is_cpu(),
+              "rotary: x must be a float32 or bf16 CPU (B, H, S, d) with a contiguous last dimension");
+  check(cos, "rotary cos");
+  check(sin, "rotary sin");
+  const int64_t B = x.size(0), H = x.size(1), S = x.size(2), d = x.size(3);
+  TORCH_CHECK(d % 2 == 0 && cos.dim() == 4 && cos.size(2) == S && cos.size(3) == d && cos.sizes() == sin.sizes()
+              && (cos.size(0) == 1 || cos.size(0) == B), "rotary: cos and sin must be (B or 1, 1, S, d)");
+  auto out = torch::empty({B, H, S, d}, x.options().dtype(at::kFloat));
+  const int64_t cb = cos.size(0) == 1 ? 0 : S * d;
+  const float *cp = cos.data_ptr<float>(), *sp = sin.data_ptr<float>();
+  float* op = out.data_ptr<float>();
+  const float sg = static_cast<float>(sign);
+  if (x.scalar_type() == at::kBFloat16)
+    rotate_rows(x.data_ptr<at::BFloat16>(), cp, sp, op, B, H, S, d, cb, x.stride(0), x.stride(1), x.stride(2), sg);
+  else
+    rotate_rows(x.data_ptr<float>(), cp, sp, op, B, H, S, d, cb, x.stride(0), x.stride(1), x.stride(2), sg);
   return out;
 }

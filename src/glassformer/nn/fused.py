@@ -10,7 +10,9 @@ goes"). tests/test_fused.py holds each to the composite's values and gradients.
 
 They are taken only where the kernels are built (`make setup`; GLASSFORMER_GEMV=off turns them off
 with the decode kernels) and nothing asks for torch's own operators: float32 CPU tensors, no
-torch.compile, no torch.func transform. Autocast's bf16 tensors keep the composites. Their backward is
+torch.compile, no torch.func transform. Under bf16 autocast SwiGLU takes its bf16 operands and the
+rotation its bf16 Q and K (computed in float, as the float32 kernels; the rotation returns float32, as
+the composite's promotion does); RMSNorm sees the float32 residual stream either way. Their backward is
 not itself differentiable (`once_differentiable`): a second-order gradient (create_graph=True) needs
 the composites — run it inside `trace.reference_path(model)`.
 """
@@ -23,9 +25,13 @@ from torch.autograd.function import once_differentiable
 from . import gemv
 
 
-def usable(*tensors: torch.Tensor) -> bool:
-    """Whether these operands can take the fused kernels."""
-    return (gemv.available() and all(t.dtype == torch.float32 and t.device.type == "cpu" for t in tensors)
+FLOAT32 = (torch.float32,)
+WITH_BF16 = (torch.float32, torch.bfloat16)  # SwiGLU's operands and the rotation's Q, K (bf16 under autocast)
+
+
+def usable(*tensors: torch.Tensor, dtypes: tuple = FLOAT32) -> bool:
+    """Whether these operands can take the fused kernels (each of one of `dtypes`, all on the CPU)."""
+    return (gemv.available() and all(t.dtype in dtypes and t.device.type == "cpu" for t in tensors)
             and not torch.compiler.is_compiling() and not torch._C._are_functorch_transforms_active())
 
 
@@ -61,7 +67,7 @@ class _SwiGLU(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, d_act: torch.Tensor):
         gate, pre = ctx.saved_tensors
-        d_gate, d_pre = gemv.kernel().swiglu_backward(d_act.contiguous(), gate, pre)
+        d_gate, d_pre = gemv.kernel().swiglu_backward(d_act.to(gate.dtype).contiguous(), gate, pre)
         return d_gate, d_pre
 
 
@@ -75,6 +81,7 @@ class _Rotary(torch.autograd.Function):
     def forward(ctx, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
         cos, sin = cos.contiguous(), sin.contiguous()
         ctx.save_for_backward(cos, sin)
+        ctx.dtypes = q.dtype, k.dtype  # bf16 under autocast: the outputs are float32, the gradients go back in bf16
         kernel = gemv.kernel()
         return kernel.rotary(q, cos, sin, 1.0), kernel.rotary(k, cos, sin, 1.0)
 
@@ -84,8 +91,8 @@ class _Rotary(torch.autograd.Function):
         cos, sin = ctx.saved_tensors
         kernel = gemv.kernel()
         # a rotation's gradient is the rotation back: the same kernel with the angle negated
-        dq = kernel.rotary(_last_contiguous(dq), cos, sin, -1.0) if ctx.needs_input_grad[0] else None
-        dk = kernel.rotary(_last_contiguous(dk), cos, sin, -1.0) if ctx.needs_input_grad[1] else None
+        dq = kernel.rotary(_last_contiguous(dq), cos, sin, -1.0).to(ctx.dtypes[0]) if ctx.needs_input_grad[0] else None
+        dk = kernel.rotary(_last_contiguous(dk), cos, sin, -1.0).to(ctx.dtypes[1]) if ctx.needs_input_grad[1] else None
         return dq, dk, None, None
 
 
