@@ -250,7 +250,7 @@ def _sdpa(q, k, v, bias, dropout_p: float, causal: bool, scale: float) -> torch.
     character LM's shapes (batch 32, 4 heads, 64 positions, d_k 32, forward and backward: 17.9 ms
     against 5.0 ms on the AVX512_BF16 EPYC; bench/train_step.py's profile: 34% of the bf16 step),
     which is what held the LM's bf16 step to ~1.06× float32 while its GEMMs ran 2.0–2.3× (docs/
-    real-data.md, "bf16 attention in float32"). Attention is ~5% of the FLOPs here; the casts are cheap."""
+    real-data.md, "bf16 attention in float32"). Attention is ~7% of the step's FLOPs there; the casts are cheap."""
     low = q.dtype == torch.bfloat16 or torch.is_autocast_enabled("cpu")  # autocast would cast q, k, v to bf16
     if low and q.device.type == "cpu" and torch.is_grad_enabled() and q.requires_grad:
         with torch.autocast("cpu", enabled=False):

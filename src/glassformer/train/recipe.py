@@ -433,8 +433,8 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     turn from one seed), tokens/s of bf16 over float32, since attention trains in float32 under autocast
     (nn/attention.py `_sdpa`: torch's bf16 attention backward had held the bf16 step back):
     - an AVX512_BF16 EPYC (no AMX): translators at d_model 128 1.25–1.34 (G2P, pinyin, kana; 1.14 for
-      pinyin before), the character LM 1.44 (1.05 before); at d_model 256 the pinyin translator 1.51, the
-      character LM 1.59 (1.38 before);
+      pinyin before), the character LM 1.44 (1.05 before; 1.53 with nn/fused.cpp's bf16 SwiGLU and
+      rotation); at d_model 256 the pinyin translator 1.51, the character LM 1.59–1.65 (1.38 before);
     - an AMX Xeon, before that change (no AMX machine since): at d_model 128 slower, translators
       0.79–0.91 and the character LM 0.78–0.81; at d_model 256 the pinyin translator 1.20, the LM 1.62
       (docs/real-data.md, "Training step speed" and "bf16 attention in float32").
@@ -458,13 +458,13 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
         return False, "float32 (this CPU has no native bf16, AVX512_BF16 or AMX: emulated bf16 would be slower)"
     if d_model > 128:
         return True, (f"bf16 autocast (native bf16 on this CPU; at d_model {d_model} the trainer's step measured"
-                      " 1.51–1.59× float32's tokens/s on an AVX512_BF16 EPYC, 1.20–1.62× on an AMX Xeon, the"
+                      " 1.51–1.65× float32's tokens/s on an AVX512_BF16 EPYC, 1.20–1.62× on an AMX Xeon, the"
                       " same loss; --no-bf16 for float32)")
     if amx is None:
         from ..nn.routes import amx as has_amx
         amx = has_amx()
     if lm:
-        return False, ("float32 (a d_model-128 character LM: bf16 autocast measured 1.44× float32's tokens/s on an"
+        return False, ("float32 (a d_model-128 character LM: bf16 autocast measured 1.53× float32's tokens/s on an"
                        " AVX512_BF16 EPYC, 0.78–0.81× on an AMX Xeon, but the dropout rule's pass thresholds were"
                        " measured in float32 and the faster step crossed them on two texts, to their loss; --bf16 to"
                        " use it)")
