@@ -49,11 +49,25 @@ void check(const torch::Tensor& t, const char* what) {
 // float32 kernels compute, each result rounded once to bf16 — where the composite rounds after every operator
 using BVec = at::vec::Vectorized<at::BFloat16>;
 
-inline void load_bf16(const at::BFloat16* p, Vec& lo, Vec& hi) {
+// kPair values (two float vectors, one bf16 vector) read as float, and written back in the operand's type
+constexpr int64_t kPair = 2 * Vec::size();
+static_assert(BVec::size() == kPair, "a bf16 vector holds two float vectors' values");
+
+inline void load_pair(const float* p, Vec& lo, Vec& hi) {
+  lo = Vec::loadu(p);
+  hi = Vec::loadu(p + Vec::size());
+}
+
+inline void load_pair(const at::BFloat16* p, Vec& lo, Vec& hi) {
   std::tie(lo, hi) = at::vec::convert_bfloat16_float(BVec::loadu(p));
 }
 
-inline void store_bf16(at::BFloat16* p, const Vec& lo, const Vec& hi) {
+inline void store_pair(float* p, const Vec& lo, const Vec& hi) {
+  lo.store(p);
+  hi.store(p + Vec::size());
+}
+
+inline void store_pair(at::BFloat16* p, const Vec& lo, const Vec& hi) {
   at::vec::convert_float_bfloat16(lo, hi).store(p);
 }
 
@@ -146,90 +160,70 @@ std::vector<torch::Tensor> rms_norm_backward(const torch::Tensor& dy, const torc
 }
 
 // SwiGLU's product (seed 000 §6 with LLaMA's gate): act = SiLU(gate) ⊙ pre, SiLU(g) = g · σ(g).
+template <typename T>
+void swiglu_forward_impl(const T* gp, const T* pp, T* ap, int64_t n) {
+  at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + kPair <= i1; i += kPair) {
+      Vec g[2], p[2];
+      load_pair(gp + i, g[0], g[1]);
+      load_pair(pp + i, p[0], p[1]);
+      store_pair(ap + i, g[0] * sigmoid(g[0]) * p[0], g[1] * sigmoid(g[1]) * p[1]);
+    }
+    for (; i < i1; ++i) {
+      const float g = to_float(gp[i]);
+      ap[i] = static_cast<T>(g / (1.f + std::exp(-g)) * to_float(pp[i]));
+    }
+  });
+}
+
 torch::Tensor swiglu_forward(const torch::Tensor& gate, const torch::Tensor& pre) {
   check_pair(gate, pre, "swiglu gate and pre");
   auto act = torch::empty_like(pre);
-  const int64_t n = act.numel();
-  if (gate.scalar_type() == at::kBFloat16) {
-    const at::BFloat16 *gp = gate.data_ptr<at::BFloat16>(), *pp = pre.data_ptr<at::BFloat16>();
-    at::BFloat16* ap = act.data_ptr<at::BFloat16>();
-    at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
-      int64_t i = i0;
-      for (; i + BVec::size() <= i1; i += BVec::size()) {
-        Vec g0, g1, p0, p1;
-        load_bf16(gp + i, g0, g1);
-        load_bf16(pp + i, p0, p1);
-        store_bf16(ap + i, g0 * sigmoid(g0) * p0, g1 * sigmoid(g1) * p1);
-      }
-      for (; i < i1; ++i) {
-        const float g = to_float(gp[i]);
-        ap[i] = static_cast<at::BFloat16>(g / (1.f + std::exp(-g)) * to_float(pp[i]));
-      }
-    });
-    return act;
-  }
-  const float *gp = gate.data_ptr<float>(), *pp = pre.data_ptr<float>();
-  float* ap = act.data_ptr<float>();
-  at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
-    int64_t i = i0;
-    for (; i + Vec::size() <= i1; i += Vec::size()) {
-      const Vec g = Vec::loadu(gp + i);
-      (g * sigmoid(g) * Vec::loadu(pp + i)).store(ap + i);
-    }
-    for (; i < i1; ++i) ap[i] = gp[i] / (1.f + std::exp(-gp[i])) * pp[i];
-  });
+  if (gate.scalar_type() == at::kBFloat16)
+    swiglu_forward_impl(gate.data_ptr<at::BFloat16>(), pre.data_ptr<at::BFloat16>(), act.data_ptr<at::BFloat16>(),
+                        act.numel());
+  else
+    swiglu_forward_impl(gate.data_ptr<float>(), pre.data_ptr<float>(), act.data_ptr<float>(), act.numel());
   return act;
 }
 
 // Its gradients: d_pre = d_act · SiLU(gate), d_gate = d_act · pre · σ(g) · (1 + g · (1 − σ(g))).
+template <typename T>
+void swiglu_backward_impl(const T* dp, const T* gp, const T* pp, T* dgp, T* dpp, int64_t n) {
+  at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
+    int64_t i = i0;
+    for (; i + kPair <= i1; i += kPair) {
+      Vec g[2], d[2], p[2], d_pre[2], d_gate[2];
+      load_pair(gp + i, g[0], g[1]);
+      load_pair(dp + i, d[0], d[1]);
+      load_pair(pp + i, p[0], p[1]);
+      for (int h = 0; h < 2; ++h) {
+        const Vec s = sigmoid(g[h]);
+        d_pre[h] = d[h] * g[h] * s;
+        d_gate[h] = d[h] * p[h] * s * (Vec(1.f) + g[h] * (Vec(1.f) - s));
+      }
+      store_pair(dpp + i, d_pre[0], d_pre[1]);
+      store_pair(dgp + i, d_gate[0], d_gate[1]);
+    }
+    for (; i < i1; ++i) {
+      const float g = to_float(gp[i]), s = 1.f / (1.f + std::exp(-g)), da = to_float(dp[i]);
+      dpp[i] = static_cast<T>(da * g * s);
+      dgp[i] = static_cast<T>(da * to_float(pp[i]) * s * (1.f + g * (1.f - s)));
+    }
+  });
+}
+
 std::vector<torch::Tensor> swiglu_backward(const torch::Tensor& d_act, const torch::Tensor& gate,
                                            const torch::Tensor& pre) {
   check_pair(d_act, gate, "swiglu d_act and gate");
   auto d_gate = torch::empty_like(gate), d_pre = torch::empty_like(pre);
-  const int64_t n = gate.numel();
-  if (gate.scalar_type() == at::kBFloat16) {
-    const at::BFloat16 *dp = d_act.data_ptr<at::BFloat16>(), *gp = gate.data_ptr<at::BFloat16>();
-    const at::BFloat16* pp = pre.data_ptr<at::BFloat16>();
-    at::BFloat16 *dgp = d_gate.data_ptr<at::BFloat16>(), *dpp = d_pre.data_ptr<at::BFloat16>();
-    at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
-      int64_t i = i0;
-      for (; i + BVec::size() <= i1; i += BVec::size()) {
-        Vec g[2], d[2], p[2];
-        load_bf16(gp + i, g[0], g[1]);
-        load_bf16(dp + i, d[0], d[1]);
-        load_bf16(pp + i, p[0], p[1]);
-        Vec dpre[2], dgate[2];
-        for (int h = 0; h < 2; ++h) {
-          const Vec s = sigmoid(g[h]);
-          dpre[h] = d[h] * g[h] * s;
-          dgate[h] = d[h] * p[h] * s * (Vec(1.f) + g[h] * (Vec(1.f) - s));
-        }
-        store_bf16(dpp + i, dpre[0], dpre[1]);
-        store_bf16(dgp + i, dgate[0], dgate[1]);
-      }
-      for (; i < i1; ++i) {
-        const float g = to_float(gp[i]), s = 1.f / (1.f + std::exp(-g)), da = to_float(dp[i]);
-        dpp[i] = static_cast<at::BFloat16>(da * g * s);
-        dgp[i] = static_cast<at::BFloat16>(da * to_float(pp[i]) * s * (1.f + g * (1.f - s)));
-      }
-    });
-    return {d_gate, d_pre};
-  }
-  const float *dp = d_act.data_ptr<float>(), *gp = gate.data_ptr<float>(), *pp = pre.data_ptr<float>();
-  float *dgp = d_gate.data_ptr<float>(), *dpp = d_pre.data_ptr<float>();
-  at::parallel_for(0, n, kGrain, [&](int64_t i0, int64_t i1) {
-    int64_t i = i0;
-    for (; i + Vec::size() <= i1; i += Vec::size()) {
-      const Vec g = Vec::loadu(gp + i), s = sigmoid(g), da = Vec::loadu(dp + i);
-      (da * g * s).store(dpp + i);
-      (da * Vec::loadu(pp + i) * s * (Vec(1.f) + g * (Vec(1.f) - s))).store(dgp + i);
-    }
-    for (; i < i1; ++i) {
-      const float g = gp[i], s = 1.f / (1.f + std::exp(-g));
-      dpp[i] = dp[i] * g * s;
-      dgp[i] = dp[i] * pp[i] * s * (1.f + g * (1.f - s));
-    }
-  });
+  if (gate.scalar_type() == at::kBFloat16)
+    swiglu_backward_impl(d_act.data_ptr<at::BFloat16>(), gate.data_ptr<at::BFloat16>(), pre.data_ptr<at::BFloat16>(),
+                         d_gate.data_ptr<at::BFloat16>(), d_pre.data_ptr<at::BFloat16>(), gate.numel());
+  else
+    swiglu_backward_impl(d_act.data_ptr<float>(), gate.data_ptr<float>(), pre.data_ptr<float>(),
+                         d_gate.data_ptr<float>(), d_pre.data_ptr<float>(), gate.numel());
   return {d_gate, d_pre};
 }
 
