@@ -23,7 +23,7 @@ keeps the architecture of the paper and changes what real data needs:
   minutes); the passes are counted by the run itself, from its first tenth without dropout
   (train/dropout_rule.py), the start-up speed probe only predicting them;
 - bf16 autocast for the training step where the CPU multiplies bf16 natively and it was measured
-  faster with the same loss (from d_model 256; at 128 a translator on a CPU without AMX: `choose_bf16`);
+  faster with the same loss (from d_model 256; at 128 on a CPU without AMX: `choose_bf16`);
 - the held-out split of the task (5% valid, 5% test), `patience` = 10 evaluations for wsd's early
   decay (it never stops a decay part-way), and the best model kept in best/.
 
@@ -72,7 +72,11 @@ TSV_EVIDENCE = ("; G2P, 30 min, 15-18 passes: 72.3% and 72.6% exact match withou
 # texts, passes a run without dropout made): fortunes-zh at 10 min, 5.3 passes, 3.452 bits/char without
 # dropout against 3.535 with 0.1; at 30 min, ~16 passes, overfitted without; fortunes-en's first 313k
 # characters, 20 passes, better with 0.1 (above). 9: about the geometric mean of 5.3 and 16, not tuned.
-# (It was 5, in passes a probe timed with dropout on.)
+# (It was 5, in passes a probe timed with dropout on.) Measured again in bf16, whose faster step counts
+# more passes (docs/real-data.md "The LM's dropout thresholds in bf16"; 10 min, one thread each, side by
+# side, the thresholds patched per run; bits/char on the suite's test files): fortunes-zh, 4.7 passes,
+# 3.374 with 0.1 against 3.377 without; fortunes-en's first 1.0M characters, 10 passes, 2.333 against
+# 2.331; its first 700k, 13.2 passes, 2.384 against 2.497. Dropout wins from between 10 and 13: 9 held.
 LM_DROPOUT_EPOCHS = 9
 # 1.26 characters per weight: the geometric mean of 1.06, where dropout won (fortunes-en's first 1.12M
 # characters beside LLaMA's block's 1.06M weights, 30 min, one thread: 0.1 2.254 bits/char, none 2.305,
@@ -89,7 +93,8 @@ SIZE_EVIDENCE = ("fortunes-en, 30 min on one thread: 1.06 characters per weight,
 # thread each, one seed, the suite's fortunes-en test file; docs/real-data.md "Dropout at many passes"):
 # at 30 min, 57 passes as the rule counts them, 0.2 gave 2.548 bits/char against 0.1's 2.609 (its own
 # test lines 2.361 against 2.376); at 10 min, 18 passes, 0.1 won (2.553 against 2.632; 2.380 against
-# 2.500). 32: about the geometric mean of 18 and 57, not tuned.
+# 2.500). 32: about the geometric mean of 18 and 57, not tuned. In bf16 (as above): its first 342k, 27.5
+# passes, 0.1 2.557 against 0.2's 2.578; its first 200k, 45 passes, 0.2 2.706 against 0.1's 2.859: 32 held.
 LM_DROPOUT_STRONG = 0.2
 LM_DROPOUT_STRONG_EPOCHS = 32
 STRONG_EVIDENCE = ("; fortunes-en's first 342k characters, 30 min, 57 passes: 2.548 bits/char with 0.2,"
@@ -438,18 +443,16 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     - an AMX Xeon, before that change (no AMX machine since): at d_model 128 slower, translators
       0.79–0.91 and the character LM 0.78–0.81; at d_model 256 the pinyin translator 1.20, the LM 1.62
       (docs/real-data.md, "Training step speed" and "bf16 attention in float32").
-    So: bf16 from d_model 256 up; at 128 for a translator on a CPU without AMX. The training loss after
-    120 steps was the same within 0.005 nats (its step-to-step noise: 0.05–0.5). The d_model-128 LM stays
-    in float32 though bf16 trains it faster and as well (fortunes-en, 10 min, one thread each, side by side:
-    bf16 3,987 steps and 2.136 bits/char, float32 2,396 and 2.208): its dropout rule counts passes, and
-    the faster step pushed two evaluation texts over its thresholds at 10 minutes (lm-jargon 9.3 passes:
-    0.1, 2.104 bits/char against float32's 2.009 without; lm-pydoc 34: 0.2, 1.689 against 1.636 with 0.1;
-    lm-wordnet, no dropout either way, 1.861 against 1.887) — docs/real-data.md, "bf16 attention in
-    float32". Until the thresholds are measured in bf16 on the development texts, the LM keeps the
-    precision they were measured in. Decided from the CPU, not from a timing probe at start-up: the
-    start-up probe's random fixed-length batches put bf16 0.1–0.25 higher than the trainer's own batches
-    did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and on a shared machine a probe would make one
-    command train in a different precision from one run to the next. Without native bf16, autocast
+    So: bf16 from d_model 256 up; at 128 on a CPU without AMX (translators and the LM). The training loss
+    after 120 steps was the same within 0.005 nats (its step-to-step noise: 0.05–0.5). The d_model-128 LM
+    took it last (fortunes-en, 10 min, one thread each, side by side: bf16 3,987 steps and 2.136 bits/char,
+    float32 2,396 and 2.208), once its dropout rule's pass thresholds (LM_DROPOUT_EPOCHS, 9;
+    LM_DROPOUT_STRONG_EPOCHS, 32), measured in float32, were measured again in bf16 on the development
+    texts: the faster step counts more passes, and had carried two evaluation texts over them (docs/
+    real-data.md, "The LM's dropout thresholds in bf16"). Both held. Decided from the CPU, not from a timing
+    probe at start-up: the start-up probe's random fixed-length batches put bf16 0.1–0.25 higher than the
+    trainer's own batches did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and on a shared machine a probe
+    would make one command train in a different precision from one run to the next. Without native bf16, autocast
     emulates it: slower."""
     if native is None:
         from ..nn.routes import onednn_bf16
@@ -463,14 +466,14 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     if amx is None:
         from ..nn.routes import amx as has_amx
         amx = has_amx()
-    if lm:
-        return False, ("float32 (a d_model-128 character LM: bf16 autocast measured 1.53× float32's tokens/s on an"
-                       " AVX512_BF16 EPYC, 0.78–0.81× on an AMX Xeon, but the dropout rule's pass thresholds were"
-                       " measured in float32 and the faster step crossed them on two texts, to their loss; --bf16 to"
-                       " use it)")
     if amx:
-        return False, ("float32 (bf16 autocast measured slower for a d_model-128 translator on a CPU with AMX:"
-                       " 0.79–0.91× float32's tokens/s on an AMX Xeon; --bf16 to use it)")
+        kind = ("character LM: 0.78–0.81×" if lm else "translator: 0.79–0.91×")
+        return False, (f"float32 (bf16 autocast measured slower for a d_model-128 {kind} float32's tokens/s on an"
+                       " AMX Xeon; --bf16 to use it)")
+    if lm:
+        return True, ("bf16 autocast (native bf16 on this CPU, no AMX: the d_model-128 character LM's step measured"
+                      " 1.53× float32's tokens/s on an AVX512_BF16 EPYC; fortunes-en, 10 min: 2.136 bits/char against"
+                      " 2.208; the dropout rule's pass thresholds held in bf16; --no-bf16 for float32)")
     return True, ("bf16 autocast (native bf16 on this CPU, no AMX: at d_model 128 the trainer's step measured"
                   " 1.25–1.34× float32's tokens/s for translators on an AVX512_BF16 EPYC, the same loss; --no-bf16"
                   " for float32)")
