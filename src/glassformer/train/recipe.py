@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -130,15 +131,17 @@ class Recipe:
         self.reasons.append(reason)
         self.flags.append(tuple("--" + f.replace("_", "-") for f in flags))
 
-    def block(self, given: set[str] = frozenset()) -> str:
+    def block(self, given: Collection[str] | Mapping[str, str] = frozenset()) -> str:
         """The 'what was chosen and why' lines printed before training; a choice that a flag given on the
-        command line replaces says so on its own line (it is not what runs)."""
+        command line replaces says so on its own line (it is not what runs). `given`: the flags' names
+        ("--bf16"), or each name with the form that was typed ("--bf16": "--no-bf16")."""
+        typed = dict(given) if isinstance(given, Mapping) else {f: f for f in given}
         lines = ["recipe auto (use --recipe paper for the 2017 settings; any flag overrides):"]
         for reason, flags in zip(self.reasons, self.flags):
-            yours = sorted(set(flags) & set(given))
+            yours = [typed[f] for f in sorted(set(flags) & set(typed))]
             lines.append(f"  {reason}" + (f"  [replaced by your {', '.join(yours)}]" if yours else ""))
-        if given:
-            lines.append(f"  given on the command line, kept: {', '.join(sorted(given))}")
+        if typed:
+            lines.append(f"  given on the command line, kept: {', '.join(typed[f] for f in sorted(typed))}")
         return "\n".join(lines)
 
 
