@@ -451,12 +451,12 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     took it last (fortunes-en, 10 min, one thread each, side by side: bf16 3,987 steps and 2.136 bits/char,
     float32 2,396 and 2.208), once its dropout rule's pass thresholds (LM_DROPOUT_EPOCHS, 9;
     LM_DROPOUT_STRONG_EPOCHS, 32), measured in float32, were measured again in bf16 on the development
-    texts: the faster step counts more passes, and had carried two evaluation texts over them (docs/
-    real-data.md, "The LM's dropout thresholds in bf16"). Both held. Decided from the CPU, not from a timing
-    probe at start-up: the start-up probe's random fixed-length batches put bf16 0.1–0.25 higher than the
-    trainer's own batches did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and on a shared machine a probe
-    would make one command train in a different precision from one run to the next. Without native bf16, autocast
-    emulates it: slower."""
+    texts: the faster step counts more passes, and had carried two evaluation texts over them
+    (docs/real-data.md, "The LM's dropout thresholds in bf16"). Both held. Decided from the CPU, not from a
+    timing probe at start-up: the start-up probe's random fixed-length batches put bf16 0.1–0.25 higher than
+    the trainer's own batches did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and on a shared machine a
+    probe would make one command train in a different precision from one run to the next. Without native
+    bf16, autocast emulates it: slower."""
     if native is None:
         from ..nn.routes import onednn_bf16
         native = onednn_bf16()
