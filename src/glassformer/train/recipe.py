@@ -69,16 +69,22 @@ TSV_EVIDENCE = ("; G2P, 30 min, 15-18 passes: 72.3% and 72.6% exact match withou
 # does (0.4 characters per weight against 1.5-2.8). So: dropout on a text with fewer than 1.26 characters
 # per weight of the model (below), the weights being the blocks' and the character embedding's
 # (`lm_weights`: fortunes-zh's 856k characters, 5,932 distinct, overfitted at 30 min without dropout when
-# only the blocks' 786k were counted), from 9 passes of the model without dropout (issue 32; development
-# texts, passes a run without dropout made): fortunes-zh at 10 min, 5.3 passes, 3.452 bits/char without
-# dropout against 3.535 with 0.1; at 30 min, ~16 passes, overfitted without; fortunes-en's first 313k
-# characters, 20 passes, better with 0.1 (above). 9: about the geometric mean of 5.3 and 16, not tuned.
-# (It was 5, in passes a probe timed with dropout on.) Measured again in bf16, whose faster step counts
-# more passes (docs/real-data.md "The LM's dropout thresholds in bf16"; 10 min, one thread each, side by
-# side, the thresholds patched per run; bits/char on the suite's test files): fortunes-zh, 4.7 passes,
-# 3.374 with 0.1 against 3.377 without; fortunes-en's first 1.0M characters, 10 passes, 2.333 against
-# 2.331; its first 700k, 13.2 passes, 2.384 against 2.497. Dropout wins from between 10 and 13: 9 held.
-LM_DROPOUT_EPOCHS = 9
+# only the blocks' 786k were counted), from a number of passes of the model without dropout that grows
+# with the text's characters per weight: 12 at one character per weight, proportionally fewer on a smaller
+# text (`lm_dropout_passes`; a smaller text has fewer characters for each weight to fit, so it is memorised
+# in fewer passes). Measured in bf16 on development cuts of fortunes-en (issue 32; docs/real-data.md
+# "Passes scaled by the text's size"; 10 min, one thread each, side by side, the rule patched per run,
+# bits/char on the suite's test file, 0.1 against none): passes alone did not separate them — the first 850k
+# characters (0.735 per weight) at 9.7 passes, 2.355 against 2.390; the first 1.0M (0.864) at 9.4, 2.332
+# against 2.299, and at 10.0 a tie; the first 1.3M (1.152) at 10.3 on two threads, 2.265 against 2.226.
+# Passes over characters per weight orders all of them: 0.1 won from 13.2 (850k at 9.7) up (850k at 11.7:
+# 15.9; 700k, 0.605 per weight, at 13.0-13.2: 21.5-21.8), it tied or lost at 11.6 and under (1.0M: 11.6,
+# 10.9; 1.3M: 8.9; fortunes-zh, 0.474 per weight, 4.7 passes in bf16: 9.9, a tie; 5.3 in float32: 11.2,
+# none by 0.083). 12: about the geometric mean of 11.6 and 13.2, not tuned. Float32's runs agree: the
+# first 313k (0.29) at 20 passes, 0.1 won (68); the first 1.12M (1.06) at 30 min, 15.9 passes, won (15.0).
+# (It was 9 passes whatever the size, from float32 runs: fortunes-zh's 5.3 tied or lost, ~16 overfitted;
+# in bf16 9 gave dropout to the 1.0M and 1.3M cuts, where it lost.)
+LM_DROPOUT_EPOCHS = 12  # passes at one character per weight (`lm_dropout_passes`)
 # 1.26 characters per weight: the geometric mean of 1.06, where dropout won (fortunes-en's first 1.12M
 # characters beside LLaMA's block's 1.06M weights, 30 min, one thread: 0.1 2.254 bits/char, none 2.305,
 # whose validation loss rose after step 5,400; docs/real-data.md "Dropout at many passes"; a second seed:
@@ -231,6 +237,13 @@ def lm_weights(fields: dict[str, Any], rows: int) -> int:
     return block_weights(fields) + rows * fields["d_model"]
 
 
+def lm_dropout_passes(characters: int, weights: int) -> float:
+    """The passes from which an LM's first tenth gives it dropout 0.1: LM_DROPOUT_EPOCHS at one character per
+    weight, proportionally fewer on a smaller text (above), never under one pass (a first pass sees each
+    character once: nothing is seen twice to memorise). One decimal, as the recipe prints it."""
+    return round(max(1.0, LM_DROPOUT_EPOCHS * characters / max(weights, 1)), 1)
+
+
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
            max_steps: int | None = None, tokens_per_minute: float | None = None,
            device: str = "cpu", given: dict[str, Any] | None = None) -> Recipe:
@@ -341,15 +354,16 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
         r.passes, r.tokens_per_minute = epochs, tokens_per_minute
         passes = _passes(epochs, tokens if lm and unit != "characters" else None, unit)
         passes += " over the data" + (" without dropout" if run["dropout"] == 0.0 else "")
-        threshold = LM_DROPOUT_EPOCHS if lm else DROPOUT_EPOCHS
         weights = lm_weights(run, rows) if lm else 0
+        threshold = lm_dropout_passes(characters, weights) if lm else DROPOUT_EPOCHS
         measured = ("(measured, 8 min on one thread: CMUdict exact match 0.47 with 0.1, 0.56-0.59 without;"
                     " fortunes-en 2.99 vs 2.58 bits/char)")
         overfits = ("" if not lm else f" on a text with under {LM_DROPOUT_TOKENS_PER_WEIGHT:g} characters for"
-                    f" each of the model's {weights:,} weights (fortunes-en's first 313k characters, 20 passes"
-                    " without dropout: 2.741 bits/char with 0.1, 2.857 without; fortunes-zh, 856k characters against"
-                    " 1.55M weights, overfitted at 30 min without: training loss 1.59, validation 2.58 nats; at 10"
-                    " min, 5 passes, 3.452 without and 3.535 with)")
+                    f" each of the model's {weights:,} weights; {LM_DROPOUT_EPOCHS} passes at one character per"
+                    f" weight, fewer on a smaller text: this one has {characters / max(weights, 1):.2f} (fortunes-en"
+                    " in bf16, 10 min: 0.735 characters per weight, 9.7 passes, 2.355 bits/char with 0.1, 2.390"
+                    " without; 0.864, 9.4 passes, 2.332 with, 2.299 without; fortunes-zh, 0.47, 5 passes in"
+                    " float32: 3.452 without and 3.535 with)")
         if lm and characters >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
@@ -373,20 +387,20 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
             r.note(("dropout",),
                    f"dropout decided by the run from its own speed: none for its first tenth"
                    f" ({max_minutes * DECIDE_SHARE:g} min), then {p:g} if the passes its steps make give"
-                   f" ≥ {threshold} in {max_minutes:g} min (enough to overfit without it{overfits or TSV_EVIDENCE})"
+                   f" ≥ {threshold:g} in {max_minutes:g} min (enough to overfit without it{overfits or TSV_EVIDENCE})"
                    f"{strong}, else none; the start-up probe predicts {passes} at {source}: {guess}")
         elif epochs < threshold:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
                    f"no dropout: {max_minutes:g} min is {passes} at {source}"
-                   f" (< {threshold}); dropout regularises long runs and slows a short one {measured}")
+                   f" (< {threshold:g}); dropout regularises long runs and slows a short one {measured}")
         else:
             if lm and "dropout" not in given and epochs >= LM_DROPOUT_STRONG_EPOCHS:
                 r.model["dropout"] = LM_DROPOUT_STRONG
                 overfits += f"; ≥ {LM_DROPOUT_STRONG_EPOCHS}: 0.1 does not hold so many{STRONG_EVIDENCE}"
             r.note(("dropout",),
                    f"dropout {r.model['dropout']:g}: {max_minutes:g} min is {passes} at {source}"
-                   f" (≥ {threshold}), enough to overfit without it{overfits}")
+                   f" (≥ {threshold:g}), enough to overfit without it{overfits}")
     r.note(("norm_position",), "Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
     warmup = 400
     if small_lm:
@@ -449,10 +463,11 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     So: bf16 from d_model 256 up; at 128 on a CPU without AMX (translators and the LM). The training loss
     after 120 steps was the same within 0.005 nats (its step-to-step noise: 0.05–0.5). The d_model-128 LM
     took it last (fortunes-en, 10 min, one thread each, side by side: bf16 3,987 steps and 2.136 bits/char,
-    float32 2,396 and 2.208), once its dropout rule's pass thresholds (LM_DROPOUT_EPOCHS, 9;
+    float32 2,396 and 2.208), once its dropout rule's pass thresholds (then 9 passes;
     LM_DROPOUT_STRONG_EPOCHS, 32), measured in float32, were measured again in bf16 on the development
     texts: the faster step counts more passes, and had carried two evaluation texts over them
-    (docs/real-data.md, "The LM's dropout thresholds in bf16"). Both held. Decided from the CPU, not from a
+    (docs/real-data.md, "The LM's dropout thresholds in bf16"). Both held; more bf16 pairs then scaled the
+    first with the text's characters per weight ("Passes scaled by the text's size"). Decided from the CPU, not from a
     timing probe at start-up: the start-up probe's random fixed-length batches put bf16 0.1–0.25 higher than
     the trainer's own batches did on the AMX Xeon (G2P 1.11–1.16 against 0.91), and on a shared machine a
     probe would make one command train in a different precision from one run to the next. Without native
@@ -476,7 +491,7 @@ def choose_bf16(native: bool | None = None, lm: bool = False, d_model: int = 128
     if lm:
         return True, ("bf16 autocast (native bf16 on this CPU, no AMX: the d_model-128 character LM's step measured"
                       " 1.53× float32's tokens/s on an AVX512_BF16 EPYC; fortunes-en, 10 min: 2.136 bits/char against"
-                      " 2.208; the dropout rule's pass thresholds held in bf16; --no-bf16 for float32)")
+                      " 2.208; the dropout rule's pass thresholds measured in bf16; --no-bf16 for float32)")
     return True, ("bf16 autocast (native bf16 on this CPU, no AMX: at d_model 128 the trainer's step measured"
                   " 1.25–1.34× float32's tokens/s for translators on an AVX512_BF16 EPYC, the same loss; --no-bf16"
                   " for float32)")
