@@ -79,9 +79,10 @@ TSV_EVIDENCE = ("; G2P, 30 min, 15-18 passes: 72.3% and 72.6% exact match withou
 # against 2.299, and at 10.0 a tie; the first 1.3M (1.152) at 10.3 on two threads, 2.265 against 2.226.
 # Passes over characters per weight orders all of them: 0.1 won from 13.2 (850k at 9.7) up (850k at 11.7:
 # 15.9; 700k, 0.605 per weight, at 13.0-13.2: 21.5-21.8), it tied or lost at 11.6 and under (1.0M: 11.6,
-# 10.9; 1.3M: 8.9; fortunes-zh, 0.474 per weight, 4.7 passes in bf16: 9.9, a tie; 5.3 in float32: 11.2,
-# none by 0.083). 12: about the geometric mean of 11.6 and 13.2, not tuned. Float32's runs agree: the
-# first 313k (0.29) at 20 passes, 0.1 won (68); the first 1.12M (1.06) at 30 min, 15.9 passes, won (15.0).
+# 10.9; 1.3M: 8.9; fortunes-zh, 0.474 per weight, 4.7 passes in bf16: 9.9, a tie; 5.3 in float32 with the
+# paper's block, 0.55 per weight: 9.6, none by 0.083). 12: about the geometric mean of 11.6 and 13.2, not
+# tuned. Float32's runs agree: the first 313k (0.4 per weight, the paper's block) at 20 passes, 0.1 won
+# (50); the first 1.12M (1.06) at 30 min, 15.9 passes, won (15.0).
 # (It was 9 passes whatever the size, from float32 runs: fortunes-zh's 5.3 tied or lost, ~16 overfitted;
 # in bf16 9 gave dropout to the 1.0M and 1.3M cuts, where it lost.)
 LM_DROPOUT_EPOCHS = 12  # passes at one character per weight (`lm_dropout_passes`)
@@ -362,8 +363,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                     f" each of the model's {weights:,} weights; {LM_DROPOUT_EPOCHS} passes at one character per"
                     f" weight, fewer on a smaller text: this one has {characters / max(weights, 1):.2f} (fortunes-en"
                     " in bf16, 10 min: 0.735 characters per weight, 9.7 passes, 2.355 bits/char with 0.1, 2.390"
-                    " without; 0.864, 9.4 passes, 2.332 with, 2.299 without; fortunes-zh, 0.47, 5 passes in"
-                    " float32: 3.452 without and 3.535 with)")
+                    " without; 0.864, 9.4 passes, 2.332 with, 2.299 without; fortunes-zh, 0.55, 5 passes in"
+                    " float32 with the paper's block: 3.452 without and 3.535 with)")
         if lm and characters >= LM_DROPOUT_TOKENS_PER_WEIGHT * weights:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
