@@ -1,12 +1,13 @@
 """Whether a timed run gets dropout, decided from its own steps (issue 32 §4; the paper's §5.4 dropout).
 
-The auto recipe gives dropout only when the minutes allow enough passes over the data for the model to
-overfit without it (train/recipe.py: `DROPOUT_EPOCHS` for a translator, `lm_dropout_passes` for an LM,
-fewer on a text with fewer characters per weight of the model; counted for the model *without* dropout;
-an LM on a small text has a second tier, 0.2 from `LM_DROPOUT_STRONG_EPOCHS`, where 0.1 let it overfit). It counted those passes from a 1.5-s speed probe
-at start-up, and a probe that short reads the machine of that second: the same G2P command, 30 minutes on
-two threads, probed 1.37× the rate its run then trained at once and 0.81× another time — dropout in the first run
-(67.3% exact match), none in the second (65.7%; docs/real-data.md, "Training step speed").
+The auto recipe gives dropout only when the minutes allow enough passes over the data for the model to overfit
+without it (train/recipe.py: `DROPOUT_EPOCHS` for a translator, `lm_dropout_passes` for an LM, fewer on a text
+with fewer characters per weight of the model; counted for the model *without* dropout; an LM on a small text
+has a second tier, 0.2 from `LM_DROPOUT_STRONG_EPOCHS`, where 0.1 let it overfit). It counted those passes
+from a 1.5-s speed probe at start-up, and a probe that short reads the machine of that second: the same G2P
+command, 30 minutes on two threads, probed 1.37× the rate its run then trained at once and 0.81× another time
+— dropout in the first run (67.3% exact match), none in the second (65.7%; docs/real-data.md, "Training step
+speed").
 
 So a run whose recipe left dropout to the measurement trains its first tenth without dropout, counts
 the passes its own steps made in that time (evaluations and batching included: what the budget will
