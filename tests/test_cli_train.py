@@ -93,6 +93,26 @@ def test_tsv_eval_reports_sacrebleu_of_the_translations(tmp_path, monkeypatch, c
     assert code == 0 and "BLEU" in out and "chrF" in out and "exact match" in out
 
 
+def test_an_lm_trains_on_its_text_in_order_and_holds_out_runs_of_lines(tmp_path):
+    # a text wrapped into lines is read across its line ends: the training lines keep the file's order, and
+    # valid/test are 5% each, drawn as runs of consecutive lines (20 lines each here: 400 = 8,000 // 20,
+    # in runs of 400 // 20), not single lines whose neighbours train
+    lines = [f"line {i:04d} of a paragraph" for i in range(8000)]
+    path = tmp_path / "book.txt"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    raw = raw_splits(TrainConfig(task="lm", data=str(path), seed=0))
+    index = {line: i for i, line in enumerate(lines)}
+    numbers = {name: [index[line] for line in raw[name]] for name in ("train", "valid", "test")}
+    assert len(numbers["valid"]) == len(numbers["test"]) == 400
+    assert sorted(numbers["train"] + numbers["valid"] + numbers["test"]) == list(range(8000))
+    assert numbers["train"] == sorted(numbers["train"])
+    for name in ("valid", "test"):
+        held = numbers[name]
+        assert held == sorted(held)
+        starts = [i for i in held if i - 1 not in held]  # where a run of consecutive lines begins
+        assert len(starts) <= 20 and all(i % 20 == 0 for i in starts)
+
+
 def test_language_model_generates_and_reports_perplexity(tmp_path, monkeypatch, capsys):
     text = tmp_path / "corpus.txt"
     text.write_text("the cat eats the fish.\nthe dog sees the bird.\n" * 60, encoding="utf-8")

@@ -92,9 +92,9 @@ def read_tsv(path: str | Path) -> Iterator[tuple[str, str]]:
 def read_text(path: str | Path) -> Iterator[str]:
     """Stream the non-empty lines of a UTF-8 text corpus (for language modelling)."""
     count = 0
-    for _number, line in text_lines(path, "UTF-8 text, one passage per line"):
+    for _number, line in text_lines(path, "UTF-8 text, read line by line in order"):
         if line.strip():
             count += 1
             yield line
     if count == 0:
-        raise InputError(f"{path} is empty; expected UTF-8 text, one passage per line")
+        raise InputError(f"{path} is empty; expected UTF-8 text, read line by line in order")
