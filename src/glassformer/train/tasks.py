@@ -47,40 +47,36 @@ class TaskData:
         return {"src": self.src_tok, "tgt": self.tgt_tok}
 
 
+def _held_out_size(n: int, what: str, path: str) -> int:
+    """How many of a user's n items each of valid and test holds: 5% (at least 1, at most 1000)."""
+    if n < 3:
+        raise InputError(f"{path} has {n} {what}; need at least 3 (train, valid and test)")
+    return max(1, min(1000, n // 20))
+
+
 def _holdout(items: list, seed: int, what: str, path: str) -> dict[str, list]:
-    """Shuffle a user's pairs deterministically; 5% (at least 1, at most 1000) each for valid, test."""
-    if len(items) < 3:
-        raise InputError(f"{path} has {len(items)} {what}; need at least 3 (train, valid and test)")
+    """Shuffle a user's pairs deterministically; `_held_out_size` each for valid, test."""
+    k = _held_out_size(len(items), what, path)
     items = list(items)
     random.Random(seed).shuffle(items)
-    k = max(1, min(1000, len(items) // 20))
     return {"valid": items[:k], "test": items[k:2 * k], "train": items[2 * k:]}
 
 
 def _holdout_runs(lines: list[str], seed: int, path: str) -> dict[str, list]:
-    """A language model's text keeps its order: 5% of its lines (at least 1, at most 1000) each for
-    valid and test, drawn as runs of consecutive lines (about 20 runs a split), and the rest trains in
-    the file's order. A text wrapped into lines (a manual's paragraphs, a book) is read across its line
-    ends as it was written: shuffled lines gave each line an unrelated one before it in training, so the
-    model learnt to ignore what a real text's previous line says, and held-out lines had their
-    paragraph's other lines in training. Measured: docs/real-data.md, "An LM's text kept in order"."""
-    if len(lines) < 3:
-        raise InputError(f"{path} has {len(lines)} lines; need at least 3 (train, valid and test)")
-    k = max(1, min(1000, len(lines) // 20))
+    """A language model's text keeps its order: `_held_out_size` lines each for valid and test, drawn as
+    runs of consecutive lines (about 20 runs a split), and the rest trains in the file's order. A text
+    wrapped into lines (a manual's paragraphs, a book) is read across its line ends as it was written:
+    shuffled lines gave each line an unrelated one before it in training, so the model could not learn what
+    a previous line tells, and held-out lines had their paragraph's other lines in training. Measured:
+    docs/real-data.md, "An LM's text kept in order"."""
+    k = _held_out_size(len(lines), "lines", path)
     run = max(1, k // 20)
     starts = list(range(0, len(lines), run))
     random.Random(seed).shuffle(starts)
-    split = ["train"] * len(lines)
-    wanted = {"valid": k, "test": k}
-    for start in starts:
-        for i in range(start, min(start + run, len(lines))):
-            name = next((n for n, left in wanted.items() if left), None)
-            if name is None:
-                break
-            split[i], wanted[name] = name, wanted[name] - 1
-        if not any(wanted.values()):
-            break
-    return {name: [line for line, s in zip(lines, split) if s == name] for name in ("valid", "test", "train")}
+    drawn = [i for start in starts for i in range(start, min(start + run, len(lines)))]
+    split = dict.fromkeys(drawn[:k], "valid") | dict.fromkeys(drawn[k:2 * k], "test")
+    return {name: [line for i, line in enumerate(lines) if split.get(i, "train") == name]
+            for name in ("valid", "test", "train")}
 
 
 def raw_splits(cfg) -> dict[str, list]:
