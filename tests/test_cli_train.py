@@ -113,6 +113,45 @@ def test_an_lm_trains_on_its_text_in_order_and_holds_out_runs_of_lines(tmp_path)
         assert len(starts) <= 20 and all(i % 20 == 0 for i in starts)
 
 
+def test_an_lm_checkpoint_from_before_the_ordered_split_is_scored_and_resumed_on_its_own_shuffled_split(
+        tmp_path, monkeypatch, capsys):
+    # checkpoints record how their text was split ("lm_split"); one saved before that key existed trained on
+    # its lines shuffled one by one, and `eval` without --data or `--resume` must rebuild that split, or its
+    # "test" lines would be lines it trained on
+    import random
+
+    from glassformer.train.tasks import task_for_checkpoint
+
+    lines = [f"line {i:03d} of a paragraph" for i in range(400)]
+    path = tmp_path / "book.txt"
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    run_dir = tmp_path / "lm"
+    code, _, err = run(monkeypatch, capsys, "train", "--task", "lm", "--data", str(path), "--out", str(run_dir),
+                       "--max-steps", "4", "--eval-every", "2", "--block-size", "16", *TINY_FLAGS)
+    assert code == 0, err
+    meta_path = run_dir / "checkpoint" / "meta.json"
+    meta = json.loads(meta_path.read_text())
+    assert meta["lm_split"] == "runs"
+    ck = load_checkpoint(run_dir / "checkpoint")
+    ordered = task_for_checkpoint(ck.meta, ck.src_tokenizer, ck.tgt_tokenizer).raw["test"]
+    assert ordered == sorted(ordered) and len(ordered) == 20  # runs of consecutive lines, in order
+
+    for name in ("checkpoint", "best"):  # as saved before the key existed
+        old = json.loads((run_dir / name / "meta.json").read_text())
+        del old["lm_split"]
+        (run_dir / name / "meta.json").write_text(json.dumps(old))
+    shuffled = list(lines)  # the old split, by hand: the lines shuffled with the run's seed, test the 2nd 5%
+    random.Random(0).shuffle(shuffled)
+    ck = load_checkpoint(run_dir / "checkpoint")
+    assert task_for_checkpoint(ck.meta, ck.src_tokenizer, ck.tgt_tokenizer).raw["test"] == shuffled[20:40]
+    code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir / "checkpoint"), "--json")
+    assert code == 0, err
+    assert "lines shuffled one by one" in json.loads(out)["data"]
+    code, _, err = run(monkeypatch, capsys, "train", "--out", str(run_dir), "--resume", "--max-steps", "6")
+    assert code == 0, err
+    assert json.loads(meta_path.read_text())["lm_split"] == "shuffled"  # it went on with, and kept, its own split
+
+
 def test_language_model_generates_and_reports_perplexity(tmp_path, monkeypatch, capsys):
     text = tmp_path / "corpus.txt"
     text.write_text("the cat eats the fish.\nthe dog sees the bird.\n" * 60, encoding="utf-8")

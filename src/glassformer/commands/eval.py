@@ -46,7 +46,7 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
     from ..nn.precision import check as check_precision
     from ..train.checkpoint import load_checkpoint
     from ..train.evaluate import evaluate
-    from ..train.tasks import task_for_checkpoint
+    from ..train.tasks import lm_split_of, task_for_checkpoint
 
     check_precision(precision, "--precision")
     ck = load_checkpoint(ckpt, device=device)
@@ -67,6 +67,8 @@ def evaluate_checkpoint(ckpt: str, data_path: str | None = None, beam: int = 1, 
                  precision=precision)
     out = {k: v for k, v in m.items() if k != "hypotheses"}
     out["checkpoint"], out["data"] = str(ck.path), data_path or f"{data.task} test split"
+    if data_path is None and data.kind == "lm" and lm_split_of(ck.meta) == "shuffled":
+        out["data"] += " (lines shuffled one by one: the split this checkpoint trained on, before text kept its order)"
     if data_path is None:  # the same test split: the simple baseline train logged for it (issue 32 §5)
         from ..train.baselines import logged
         b = logged(ck.path)

@@ -37,7 +37,7 @@ from .dropout_rule import DropoutDecision, set_dropout
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
 from .schedule import WSDClock, make_scheduler
-from .tasks import TASK_THREADS, TaskData, default_model_config, load_task
+from .tasks import LM_SPLIT, TASK_THREADS, TaskData, default_model_config, lm_split_of, load_task
 from .threads import ThreadWatch
 
 DEFAULT_MAX_STEPS = 20000  # when neither --max-steps nor --max-minutes is given
@@ -227,9 +227,11 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             raise InputError(f"{run_dir} was trained on --data {cfg.data}, which is not a file from here "
                              f"({Path.cwd()}); resume with --data PATH naming that file")
         model_config = saved.config
+        lm_split = lm_split_of(saved.meta)  # a run saved before the runs split resumes on its own split
         if data is None:  # the task's data again, read with the run's own tokenizers
-            data = load_task(cfg, (saved.src_tokenizer, saved.tgt_tokenizer))
+            data = load_task(cfg, (saved.src_tokenizer, saved.tgt_tokenizer), lm_split)
     else:
+        lm_split = LM_SPLIT
         if cfg.data is not None:  # stored absolute: a resume from another folder finds the same file
             cfg = dataclasses.replace(cfg, data=str(Path(cfg.data).resolve()))
         found = run_folder.guard_new_run(run_dir, force)
@@ -273,7 +275,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
     average = averaging.LastWeights(cfg.average_last) if cfg.average_last else None
     if average is not None and state is not None and state.get("average_last"):
         average.load_state_dict(state["average_last"])
-    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict(), "data_sha256": fingerprint}
+    meta_base = {"task": cfg.task, "kind": data.kind, "train_config": cfg.to_dict(), "data_sha256": fingerprint,
+                 **({"lm_split": lm_split} if data.kind == "lm" else {})}
 
     def save(dirname: str, with_state: bool, metrics: dict, weights=None, meta: dict | None = None) -> None:
         if not rt.is_main:

@@ -79,8 +79,20 @@ def _holdout_runs(lines: list[str], seed: int, path: str) -> dict[str, list]:
             for name in ("valid", "test", "train")}
 
 
-def raw_splits(cfg) -> dict[str, list]:
-    """The task's text: lists of (source, target) pairs, or of lines for lm."""
+# How an LM's text is split, recorded in each checkpoint's meta.json: "runs" (`_holdout_runs`). An LM
+# checkpoint whose meta has no "lm_split" was trained before that split existed, on its lines shuffled one
+# by one (`_holdout`); `eval` without --data and `--resume` rebuild that split for it, so its test lines
+# are still ones it never trained on.
+LM_SPLIT = "runs"
+
+
+def lm_split_of(meta: dict) -> str:
+    """The LM split a checkpoint was trained with: "runs", or "shuffled" for one saved before "runs"."""
+    return meta.get("lm_split", "shuffled")
+
+
+def raw_splits(cfg, lm_split: str = LM_SPLIT) -> dict[str, list]:
+    """The task's text: lists of (source, target) pairs, or of lines for lm (split as `lm_split` says)."""
     if cfg.task == "zh-en":
         from ..data.zh_en import zh_en_splits
         return zh_en_splits(seed=cfg.seed)
@@ -97,6 +109,8 @@ def raw_splits(cfg) -> dict[str, list]:
         from ..data.files import read_tsv
         return _holdout(list(read_tsv(cfg.data)), cfg.seed, "sentence pairs", cfg.data)
     from ..data.files import read_text
+    if lm_split == "shuffled":
+        return _holdout(list(read_text(cfg.data)), cfg.seed, "lines", cfg.data)
     return _holdout_runs(list(read_text(cfg.data)), cfg.seed, cfg.data)
 
 
@@ -145,9 +159,9 @@ def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int, held
     return windows(stream, block_size, max(1, block_size // 2) if held_out else None)
 
 
-def load_task(cfg, tokenizers: tuple | None = None) -> TaskData:
+def load_task(cfg, tokenizers: tuple | None = None, lm_split: str = LM_SPLIT) -> TaskData:
     """Splits, tokenizers (fitted here unless given, e.g. restored for --resume) and encodings."""
-    raw = raw_splits(cfg)
+    raw = raw_splits(cfg, lm_split)
     src, tgt = tokenizers if tokenizers is not None else build_tokenizers(cfg, raw)
     kind = "lm" if cfg.task == "lm" else "seq2seq"
     data = TaskData(cfg.task, kind, raw, src, tgt)
@@ -195,7 +209,7 @@ def task_for_checkpoint(meta: dict, src_tok, tgt_tok, data_path: str | None = No
     cfg = TrainConfig.from_dict(meta["train_config"])
     kind = "lm" if cfg.task == "lm" else "seq2seq"
     if data_path is None:
-        return load_task(cfg, (src_tok, tgt_tok))
+        return load_task(cfg, (src_tok, tgt_tok), lm_split_of(meta))
     if kind == "lm":
         from ..data.files import read_text
         items: list = list(read_text(data_path))
