@@ -5,6 +5,7 @@ against the model's own log-probabilities summed target by target with torch."""
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import torch
 from hypothesis import given, settings, strategies as st
@@ -12,7 +13,7 @@ from hypothesis import given, settings, strategies as st
 from glassformer.config import ModelConfig
 from glassformer.nn import build_model
 from glassformer.tokenize import build_tokenizer
-from glassformer.train.batching import windows
+from glassformer.train.batching import BatchStream, ShiftingWindows, windows
 from glassformer.train.evaluate import evaluate
 from glassformer.train.tasks import TaskData, encode_split
 
@@ -37,6 +38,42 @@ def test_every_target_is_scored_once_with_at_least_half_a_window_before_it(n, bl
 def test_no_stride_keeps_the_training_windows():
     stream = list(range(20))
     assert [w[0] for w in windows(stream, 6)] == [stream[0:7], stream[6:13], stream[12:19], stream[18:20]]
+
+
+@settings(max_examples=300, deadline=None)
+@given(n=st.integers(2, 400), block=st.integers(1, 40), seed=st.integers(0, 5), epoch=st.integers(0, 60))
+def test_training_windows_are_the_text_cut_whole_at_one_offset_per_epoch(n, block, seed, epoch):
+    # by hand: window i of an epoch is the stream's block + 1 tokens from offset + i·block, the offset
+    # below a window (0 in the first epoch), and every window whole once the text holds two
+    stream = list(range(1000, 1000 + n))
+    cut = ShiftingWindows(stream, block, seed).at_epoch(epoch)
+    got = [cut[i][0] for i in range(len(cut))]
+    offset = got[0][0] - 1000
+    assert 0 <= offset < block and (epoch > 0 or offset == 0)
+    assert got == [stream[offset + i * block:offset + i * block + block + 1] for i in range(len(cut))]
+    assert all(len(w) >= 2 for w in got)
+    if n - 1 >= 2 * block:
+        assert len(cut) == (n - 1) // block - 1 and all(len(w) == block + 1 for w in got)
+
+
+def test_the_trainer_reads_each_epoch_at_its_own_offset():
+    # through the trainer's batching (loop.next_micro_batches): the rows of one epoch's batches are the
+    # text at one offset, and later epochs move it — a target is read after other context each pass
+    from glassformer.train.loop import next_micro_batches
+
+    stream = list(range(5, 5 + 16 * 40 + 1))  # 40 windows of 16 at offset 0, 39 at every offset
+    cut = ShiftingWindows(stream, 16, seed=0)
+    batches = BatchStream([(17,)] * len(cut), batch_size=13, seed=0)
+    config = ModelConfig(arch="decoder", vocab_size=1000, d_model=8, n_heads=2, n_layers=1, d_ff=16, pad_id=0)
+    offsets: dict[int, set] = {}
+    for _ in range(3 * 3 + 1):  # 3 batches an epoch (39 windows), into the fourth epoch
+        (b,) = next_micro_batches(batches, cut, config, SimpleNamespace(accum_steps=1))
+        for row in b["inp"].tolist():
+            start = row[0] - 5
+            assert row == stream[start:start + 16]
+            offsets.setdefault(batches.epoch, set()).add(start % 16)
+    assert all(len(found) == 1 for found in offsets.values())
+    assert offsets[0] == {0} and len(set().union(*offsets.values())) > 2
 
 
 def test_held_out_loss_and_bits_per_character_are_the_models_own_log_probabilities():

@@ -284,6 +284,23 @@ def test_interrupted_then_resumed_equals_uninterrupted(tmp_path):
     assert steps == sorted(set(steps))  # the log has no duplicated steps after resuming
 
 
+def test_an_lm_resumed_across_epochs_equals_its_uninterrupted_run(tmp_path):
+    # its windows are cut afresh each epoch (batching.ShiftingWindows): the cut must resume with the stream
+    text = tmp_path / "text.txt"
+    text.write_text("".join(f"line {i} of a small text, read in order\n" for i in range(12)), encoding="utf-8")
+    base = dict(task="lm", data=str(text), seed=3, max_steps=24, eval_every=8, batch_size=4, block_size=16,
+                quiet=True, patience=None, warmup=4)
+    model = dict(TINY, dropout=0.1)
+    train(TrainConfig(out=str(tmp_path / "a"), **base), model_overrides=model)
+    train(TrainConfig(out=str(tmp_path / "b"), **{**base, "max_steps": 13}), model_overrides=model)
+    assert load_train_state(tmp_path / "b" / "checkpoint")["stream"]["epoch"] >= 2  # mid-run, past epochs
+    train(TrainConfig(out=str(tmp_path / "b"), **base), resume=True)
+    a = load_checkpoint(tmp_path / "a" / "checkpoint").model.state_dict()
+    b = load_checkpoint(tmp_path / "b" / "checkpoint").model.state_dict()
+    for k in a:
+        assert torch.allclose(a[k], b[k], atol=1e-6, rtol=0), k
+
+
 def _metrics(run):
     return [json.loads(ln) for ln in (run / "metrics.jsonl").read_text().splitlines()]
 

@@ -15,6 +15,7 @@ each takes every `world`-th batch, starting at its `rank`.
 
 from __future__ import annotations
 
+import random
 from typing import Sequence
 
 import torch
@@ -92,7 +93,8 @@ class ScoredWindow(tuple):
 def windows(stream: Sequence[int], block_size: int, stride: int | None = None) -> list[tuple]:
     """`(ids,)` windows of block_size + 1 tokens (block_size targets each) over a token stream.
 
-    Without `stride` they do not overlap (training: every target once, a window starts cold).
+    Without `stride` they do not overlap (every target once, a window starts cold; training cuts its
+    windows afresh every epoch: `ShiftingWindows`).
     With it they start every `stride` tokens and each scores only the targets no earlier window
     scored (`ScoredWindow.skip`): every target is still scored once, and all but the first
     window's read at least block_size − stride tokens before them — how held-out text is scored
@@ -116,6 +118,41 @@ def windows(stream: Sequence[int], block_size: int, stride: int | None = None) -
         if covered >= len(stream) - 1:
             break
     return out
+
+
+class ShiftingWindows(Sequence):
+    """A language model's training windows, cut afresh every epoch at an offset drawn from (seed, epoch).
+
+    Cut once, a text's windows start at the same characters every pass, so a target is read after the
+    same context each time and a window's first targets never get more: over the tens of passes a small
+    text takes in a CPU budget, the model learns those exact windows. Moved by 0..block_size − 1 tokens
+    each epoch (epoch 0 at 0), every target is read after a different stretch of the text each pass —
+    as nanoGPT samples windows at random offsets, but resumable: the offset is a function of (seed,
+    epoch), as `epoch_batches`' order is. Measured on development texts: docs/real-data.md, "Windows cut
+    afresh every epoch". `at_epoch(e)` sets the cut; the count stays fixed, so a batch's indices (from
+    `BatchStream`) name whole windows at every offset (the tokens before the offset, and after the last
+    whole window, sit out that epoch)."""
+
+    def __init__(self, stream: Sequence[int], block_size: int, seed: int):
+        self.stream, self.block_size, self.seed = list(stream), block_size, seed
+        whole = (len(self.stream) - 1) // block_size  # whole windows at offset 0
+        self.count = max(1, whole - 1)  # whole windows at every offset (one, if the text holds no more)
+        self.slack = max(0, len(self.stream) - 1 - self.count * block_size)  # tokens left to move by
+        self.offset = 0
+
+    def at_epoch(self, epoch: int) -> "ShiftingWindows":
+        top = min(self.block_size - 1, self.slack)
+        self.offset = 0 if epoch == 0 or top == 0 else random.Random(self.seed * 1_000_003 + epoch).randint(0, top)
+        return self
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, i: int) -> tuple:
+        if not 0 <= i < self.count:
+            raise IndexError(i)
+        start = self.offset + i * self.block_size
+        return (self.stream[start:start + self.block_size + 1],)
 
 
 def collate_lm(examples: Sequence[tuple[list[int]]], pad: int) -> dict:

@@ -32,7 +32,7 @@ from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
 from . import averaging, distributed, run_end, run_folder
-from .batching import bucket_key, example_length
+from .batching import ShiftingWindows, bucket_key, example_length
 from .dropout_rule import DropoutDecision, set_dropout
 from .evaluate import batch_loss, collate, evaluate
 from .progress import Progress
@@ -134,8 +134,14 @@ def forward_backward(model, micro_batches: Sequence[dict], cfg, pad_id: int, dev
 
 
 def next_micro_batches(stream, train_set: Sequence[tuple], model_config: ModelConfig, cfg) -> list[dict]:
-    """The next optimiser step's `accum_steps` padded micro-batches, in the stream's order."""
-    return [collate([train_set[i] for i in stream.next()], model_config) for _ in range(cfg.accum_steps)]
+    """The next optimiser step's `accum_steps` padded micro-batches, in the stream's order (an LM's
+    windows cut for the epoch each batch belongs to: batching.ShiftingWindows)."""
+    out = []
+    for _ in range(cfg.accum_steps):
+        batch = stream.next()
+        examples = train_set.at_epoch(stream.epoch) if isinstance(train_set, ShiftingWindows) else train_set
+        out.append(collate([examples[i] for i in batch], model_config))
+    return out
 
 
 def train_step(train_model, model, optimizer, micro_batches: Sequence[dict], cfg, pad_id: int,

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from ..config import ModelConfig
 from ..errors import InputError
 from ..limits import check_tokens
 from ..tokenize import build_tokenizer
-from .batching import windows
+from .batching import ShiftingWindows, windows
 from .config import DIGIT_TASKS  # one list, beside TASKS
 
 DIGIT_SIZES = {"train": 10000, "valid": 500, "test": 500}
@@ -144,9 +144,11 @@ def _clip(text: str, n: int = 30) -> str:
     return repr(text if len(text) <= n else text[:n] + "…")
 
 
-def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int, held_out: bool = False) -> list[tuple]:
+def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int, held_out: bool = False,
+                 seed: int = 0) -> Sequence[tuple]:
     """Id tuples: (src_ids, tgt_ids) per pair, or (window,) for a language model — windows that
-    overlap by half where the split is `held_out` (validation, test: `batching.windows`)."""
+    overlap by half where the split is `held_out` (validation, test: `batching.windows`), else cut
+    afresh every epoch from `seed` (training: `batching.ShiftingWindows`)."""
     if kind == "seq2seq":
         pairs = [(src_tok.encode(s), tgt_tok.encode(t)) for s, t in items]
         for (s, t), (src, tgt) in zip(items, pairs):  # the decoder also reads <bos>, predicts <eos>
@@ -156,7 +158,9 @@ def encode_split(kind: str, items: list, src_tok, tgt_tok, block_size: int, held
     stream: list[int] = []
     for line in items:
         stream.extend(src_tok.encode(line, add_special=True))  # <bos> line <eos>: lines stay apart
-    return windows(stream, block_size, max(1, block_size // 2) if held_out else None)
+    if held_out:
+        return windows(stream, block_size, max(1, block_size // 2))
+    return ShiftingWindows(stream, block_size, seed)
 
 
 def load_task(cfg, tokenizers: tuple | None = None, lm_split: str = LM_SPLIT) -> TaskData:
@@ -166,7 +170,8 @@ def load_task(cfg, tokenizers: tuple | None = None, lm_split: str = LM_SPLIT) ->
     kind = "lm" if cfg.task == "lm" else "seq2seq"
     data = TaskData(cfg.task, kind, raw, src, tgt)
     for split, items in raw.items():
-        data.encoded[split] = encode_split(kind, items, src, tgt, cfg.block_size, held_out=split != "train")
+        data.encoded[split] = encode_split(kind, items, src, tgt, cfg.block_size, held_out=split != "train",
+                                           seed=cfg.seed)
     if not data.encoded["train"]:
         raise InputError(f"task {cfg.task}: the training split is empty after tokenization")
     return data
