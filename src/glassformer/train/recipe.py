@@ -442,7 +442,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
            f" the time spent, and the run ends there"
            f" (wsd; the paper's noam would peak at d_model^-0.5·warmup^-0.5 and decay from the start)")
     held = len(raw.get("valid", []))
-    runs = " in runs of consecutive lines, the rest trained in the file's order" if lm else ""
+    runs = (" in runs of consecutive lines, the rest trained in the file's order, cut into windows afresh each"
+            " epoch" if lm else "")
     r.note((), f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
                f" for test{runs}; best model (by {'valid loss' if lm else 'exact match'}) in best/")
     return r
