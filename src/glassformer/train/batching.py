@@ -137,12 +137,15 @@ class ShiftingWindows(Sequence):
         self.stream, self.block_size, self.seed = list(stream), block_size, seed
         whole = (len(self.stream) - 1) // block_size  # whole windows at offset 0
         self.count = max(1, whole - 1)  # whole windows at every offset (one, if the text holds no more)
-        self.slack = max(0, len(self.stream) - 1 - self.count * block_size)  # tokens left to move by
+        # the furthest the cut can move and keep `count` windows whole (less than a window on a short text)
+        self.max_offset = min(block_size - 1, max(0, len(self.stream) - 1 - self.count * block_size))
         self.offset = 0
 
     def at_epoch(self, epoch: int) -> "ShiftingWindows":
-        top = min(self.block_size - 1, self.slack)
-        self.offset = 0 if epoch == 0 or top == 0 else random.Random(self.seed * 1_000_003 + epoch).randint(0, top)
+        if epoch and self.max_offset:
+            self.offset = random.Random(self.seed * 1_000_003 + epoch).randint(0, self.max_offset)
+        else:
+            self.offset = 0
         return self
 
     def __len__(self) -> int:

@@ -109,9 +109,10 @@ def raw_splits(cfg, lm_split: str = LM_SPLIT) -> dict[str, list]:
         from ..data.files import read_tsv
         return _holdout(list(read_tsv(cfg.data)), cfg.seed, "sentence pairs", cfg.data)
     from ..data.files import read_text
+    lines = list(read_text(cfg.data))
     if lm_split == "shuffled":
-        return _holdout(list(read_text(cfg.data)), cfg.seed, "lines", cfg.data)
-    return _holdout_runs(list(read_text(cfg.data)), cfg.seed, cfg.data)
+        return _holdout(lines, cfg.seed, "lines", cfg.data)
+    return _holdout_runs(lines, cfg.seed, cfg.data)
 
 
 def _vocab(cfg, kind: str) -> int | None:
