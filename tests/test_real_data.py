@@ -644,6 +644,36 @@ def test_an_lm_gets_dropout_from_passes_scaled_by_its_characters_per_weight():
     assert tsv.passes == pytest.approx(10, rel=0.1) and tsv.model["dropout"] == 0.0
 
 
+def test_a_small_lm_is_six_layers_deep_only_where_the_deeper_model_makes_many_passes():
+    """recipe.py LM_DEPTH_PASSES: a small text gives the budget many passes, which six layers spend better
+    than four (development texts at 13-20 passes of the six-layer model); at 8 or fewer four won. The
+    six-layer model's step is taken as 4/6 of the four-layer rate the probe measured, so 15 passes of four
+    layers are 10 of six. Its dropout threshold counts the deeper model's weights: 6 · (4 · 128² + 3 · 128 ·
+    512) + 20 · 128 = 1,575,424, 1.5 times fewer characters per weight."""
+    from glassformer.train.recipe import choose
+
+    line = "the cat eats fish and the dog barks"  # 37 characters with its ends, 16 distinct (+4 specials)
+    text = [line] * 10_000
+    tokens = 37 * len(text)
+    raw = {"train": text, "valid": text[:5], "test": text[:5]}
+    for four, layers in ((15.0, 6), (14.9, 4), (40.0, 6), (5.0, 4)):  # passes at the four-layer rate
+        r = choose("lm", raw, 10, None, tokens_per_minute=four * tokens / 10)
+        assert r.model["n_layers"] == layers and r.passes == pytest.approx(four * 4 / layers), (four, r.reasons)
+        model = next(w for w in r.reasons if w.startswith("model:"))
+        assert f"d_model 128, {layers} layers" in model and f"about {four * 4 / 6:.0f} passes" in model, model
+        weights = "1,575,424" if layers == 6 else "1,051,136"
+        assert weights in " ".join(r.reasons), r.reasons
+    deep = choose("lm", raw, 10, None, tokens_per_minute=40 * tokens / 10)
+    assert deep.model["dropout"] == 0.1  # 26.7 passes: under the second tier's 32 that four layers' 40 reach
+    mine = choose("lm", raw, 10, None, tokens_per_minute=40 * tokens / 10, given={"n_layers": 4})
+    assert mine.model["n_layers"] == 4 and mine.passes == pytest.approx(40) and mine.model["dropout"] == 0.2
+    unlimited = choose("lm", raw, None, None)  # no budget: no passes to count
+    assert unlimited.model["n_layers"] == 4
+    pairs = [("cat", "K AE T")] * 20_000  # 120k tokens: a translator keeps three layers at any passes
+    tsv = choose("tsv", {"train": pairs, "valid": pairs[:5], "test": pairs[:5]}, 10, None, tokens_per_minute=10**8)
+    assert tsv.model["n_layers"] == 3
+
+
 def test_an_lm_text_well_larger_than_its_weights_gets_no_dropout_at_any_passes():
     """fortunes-en's 1.3M characters at 12 passes (30 min) trained better without dropout than with 0.1,
     its first 313k at 13 passes better with it, and its first 1.12M (1.06 characters per weight) at 30 min
@@ -663,7 +693,7 @@ def test_an_lm_text_well_larger_than_its_weights_gets_no_dropout_at_any_passes()
         text = [line] * copies  # 740k, 1.07M (jargon's ratio), 1.295M, 1.332M, 1.63M; 962k, 999k
         tokens = sum(len(t) + 2 for t in text)
         r = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None,
-                   tokens_per_minute=2 * tokens, given=given)  # 20 passes in 10 minutes
+                   tokens_per_minute=2 * tokens, given={"n_layers": 4, **given})  # 20 passes in 10 minutes
         assert r.model["d_model"] == 128 and r.passes == pytest.approx(20)
         assert r.model["dropout"] == dropout, (tokens, r.reasons)
 
@@ -681,10 +711,12 @@ def test_a_chinese_text_counts_its_character_embedding_among_the_weights():
     lines = [han[i:i + 35] for i in range(0, 6_000, 35)]  # 35 characters a line, 37 with its ends
     text = (lines * 300)[:40_000]  # 1.48M characters, every one of the 6,000 present
     tokens = sum(len(t) + 2 for t in text)
-    r = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None, tokens_per_minute=2 * tokens)
+    r = choose("lm", {"train": text, "valid": text[:5], "test": text[:5]}, 10, None, tokens_per_minute=2 * tokens,
+               given={"n_layers": 4})  # four layers' weights (20 passes would make it six)
     assert r.model["dropout"] == 0.1 and "1,817,088" in " ".join(r.reasons), r.reasons
     latin = ["the cat eats fish and the dog barks"] * 40_000  # as many characters, 16 distinct
-    r = choose("lm", {"train": latin, "valid": latin[:5], "test": latin[:5]}, 10, None, tokens_per_minute=2 * tokens)
+    r = choose("lm", {"train": latin, "valid": latin[:5], "test": latin[:5]}, 10, None, tokens_per_minute=2 * tokens,
+               given={"n_layers": 4})  # four layers' weights (20 passes would make it six)
     assert r.model["dropout"] == 0.0 and "1,051,136" in " ".join(r.reasons), r.reasons
 
 

@@ -15,7 +15,9 @@ keeps the architecture of the paper and changes what real data needs:
   same minutes on both development texts, and it exports as LLaMA (`LLAMA_FORM`);
 - AdamW with a named peak rate, linear warmup, held, then a linear decay over the last fifth of the
   budget in steps or minutes ("wsd": warmup-stable-decay);
-- a model sized from the number of training tokens and the minutes given;
+- a model sized from the number of training tokens and the minutes given; a small character LM six
+  layers deep instead of four when the budget gives the deeper model many passes over its text
+  (`LM_DEPTH_PASSES`);
 - no dropout when the minutes given allow only a few passes over the data (dropout regularises a
   model that sees each example many times; in a short budget it only slows learning, and its
   random masks cost a third of a small model's CPU step), nor for a character LM whose text has
@@ -108,6 +110,22 @@ LM_DROPOUT_STRONG_EPOCHS = 32
 STRONG_EVIDENCE = ("; fortunes-en's first 342k characters, 30 min, 57 passes: 2.548 bits/char with 0.2,"
                    " 2.609 with 0.1; 10 min, 18 passes: 2.632 with 0.2, 2.553 with 0.1")
 LM_BLOCK = 64  # tokens per training window of the small LM (below, in `choose`)
+# A small text gives a small LM's budget many passes, which a deeper model spends better: six layers
+# instead of four where the six-layer model's predicted passes reach LM_DEPTH_PASSES (its step runs at
+# about 4/6 of the four-layer one's rate: 0.64–0.70 in the runs below). Development texts, windows cut afresh,
+# 10 min, bf16, one thread each, two runs side by side, seed 0, scored with `eval` on each text's
+# document-split test file (docs/real-data.md "Six layers for a small text"), passes of the six-layer
+# model at its first tenth: fortunes-en's first 300k 2.541 → 2.528 (19.8 passes), Vim's help 342k
+# 2.060 → 2.035 (19.2), fortunes-en's first 500k 2.414 → 2.406 (13.3); its first 700k 2.362 → 2.371
+# (8.1) and 1.3M 2.177 → 2.182 (5.1) lost. At lm-pydoc's passes (two threads alone, the way the suite runs
+# it): Vim's help 2.082 (46 passes of four layers, dropout 0.2) → 2.042 (25 of six, 0.1; six with 0.2 from the
+# start 2.094). The threshold lies between 8 and 13.
+LM_LAYERS, LM_DEEP_LAYERS = 4, 6
+LM_DEPTH_PASSES = 10
+DEPTH_EVIDENCE = ("development texts, 10 min: 6 layers ahead at 13–25 of its passes (Vim's help 342k 2.042"
+                  " against 2.082 on two threads, 2.035 against 2.060 on one; fortunes-en 300k 2.528 against"
+                  " 2.541, 500k 2.406 against 2.414),"
+                  " behind at 8 or fewer (700k 2.371 against 2.362, 1.3M 2.182 against 2.177)")
 # An LM keeps characters (issue 32, docs/real-data.md "Subword LMs: a rule chosen on the development texts,
 # then the evaluation texts"; 10 min, one thread, two runs side by side, the defaults otherwise; bits per
 # character on the suite's test files). Chosen on the development texts: BPE of 1,024 pieces for a text in
@@ -211,7 +229,7 @@ LLAMA_WHY = ("LLaMA's block: RMSNorm, a SwiGLU FFN and rotary positions (10 min,
 def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, Any], float, str]:
     """(model fields, peak rate, why) from training tokens and the time budget."""
     budget = "no time limit" if minutes is None else f"{minutes:g} min"
-    layers = 4 if lm else 3
+    layers = LM_LAYERS if lm else 3
     if tokens < 50_000:  # tiny data: a small model, or it memorises
         return (dict(d_model=64, n_heads=4, n_layers=2, d_ff=256, dropout=0.1), 1e-3,
                 f"{tokens:,} training tokens (< 50k) → d_model 64, 2 layers")
@@ -295,6 +313,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     fields, peak, why = model_size(tokens, max_minutes, lm)
     small_lm = lm and fields["d_model"] <= 128  # trained on more, smaller steps (below)
     r.model.update(fields, norm_position="pre")
+    model_note, model_why = len(r.reasons), why  # rewritten below where the budget makes the LM deeper
     r.note(("d_model", "heads", "layers", "d_ff"), f"model: {why}")
     if lm:  # taken whole or not at all: a part of it beside the paper's block fits no export family
         mine = sorted(k for k in LLAMA_FORM if k in given)
@@ -352,6 +371,18 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                 return max_minutes * rate / per_pair / max(len(train), 1)
             return max_minutes * rate / max(tokens, 1)
         epochs = passes_at(tokens_per_minute)
+        if small_lm and run["n_layers"] == LM_LAYERS and "n_layers" not in given:
+            deeper = epochs * LM_LAYERS / LM_DEEP_LAYERS  # its step costs about 4/6 of the rate measured
+            if deeper >= LM_DEPTH_PASSES:
+                r.model["n_layers"] = run["n_layers"] = LM_DEEP_LAYERS
+                tokens_per_minute, epochs = tokens_per_minute * LM_LAYERS / LM_DEEP_LAYERS, deeper
+                source += f", × {LM_LAYERS}/{LM_DEEP_LAYERS} for {LM_DEEP_LAYERS} layers"
+            layers = run["n_layers"]
+            r.reasons[model_note] = (
+                f"model: {model_why.replace(f'{LM_LAYERS} layers', f'{layers} layers', 1)}; {layers} layers, not"
+                f" {LM_DEEP_LAYERS if layers == LM_LAYERS else LM_LAYERS}: the {LM_DEEP_LAYERS}-layer model"
+                f" would make about {deeper:.0f} passes in {max_minutes:g} min ({'≥' if layers > LM_LAYERS else '<'}"
+                f" {LM_DEPTH_PASSES}; {DEPTH_EVIDENCE}; --layers to choose)")
         r.passes, r.tokens_per_minute = epochs, tokens_per_minute
         passes = _passes(epochs, tokens if lm and unit != "characters" else None, unit)
         passes += " over the data" + (" without dropout" if run["dropout"] == 0.0 else "")
