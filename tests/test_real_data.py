@@ -660,7 +660,7 @@ def test_a_small_lm_is_six_layers_deep_only_where_the_deeper_model_makes_many_pa
         r = choose("lm", raw, 10, None, tokens_per_minute=four * tokens / 10)
         assert r.model["n_layers"] == layers and r.passes == pytest.approx(four * 4 / layers), (four, r.reasons)
         model = next(w for w in r.reasons if w.startswith("model:"))
-        assert f"d_model 128, {layers} layers" in model and f"about {four * 4 / 6:.0f} passes" in model, model
+        assert f"d_model 128, {layers} layers" in model and f"about {four * 4 / 6:.1f} passes" in model, model
         weights = "1,575,424" if layers == 6 else "1,051,136"
         assert weights in " ".join(r.reasons), r.reasons
     deep = choose("lm", raw, 10, None, tokens_per_minute=40 * tokens / 10)

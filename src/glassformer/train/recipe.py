@@ -381,7 +381,7 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
             r.reasons[model_note] = (
                 f"model: {model_why.replace(f'{LM_LAYERS} layers', f'{layers} layers', 1)}; {layers} layers, not"
                 f" {LM_DEEP_LAYERS if layers == LM_LAYERS else LM_LAYERS}: the {LM_DEEP_LAYERS}-layer model"
-                f" would make about {deeper:.0f} passes in {max_minutes:g} min ({'≥' if layers > LM_LAYERS else '<'}"
+                f" would make about {deeper:.1f} passes in {max_minutes:g} min ({'≥' if layers > LM_LAYERS else '<'}"
                 f" {LM_DEPTH_PASSES}; {DEPTH_EVIDENCE}; --layers to choose)")
         r.passes, r.tokens_per_minute = epochs, tokens_per_minute
         passes = _passes(epochs, tokens if lm and unit != "characters" else None, unit)
