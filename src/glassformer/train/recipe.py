@@ -263,6 +263,16 @@ def lm_dropout_passes(characters: int, weights: int) -> float:
     return round(max(1.0, LM_DROPOUT_EPOCHS * characters / max(weights, 1)), 1)
 
 
+def lm_depth(passes: float, minutes: float) -> tuple[int, str]:
+    """(layers, why) of the small character LM from the passes its four-layer model makes in the budget: six
+    where the six-layer model, its step about 4/6 as fast, would still make LM_DEPTH_PASSES (above)."""
+    deeper = passes * LM_LAYERS / LM_DEEP_LAYERS
+    layers, other, sign = ((LM_DEEP_LAYERS, LM_LAYERS, "≥") if deeper >= LM_DEPTH_PASSES
+                           else (LM_LAYERS, LM_DEEP_LAYERS, "<"))
+    return layers, (f"{layers} layers, not {other}: the {LM_DEEP_LAYERS}-layer model would make about {deeper:.1f}"
+                    f" passes in {minutes:g} min ({sign} {LM_DEPTH_PASSES}; {DEPTH_EVIDENCE}; --layers to choose)")
+
+
 def choose(task: str, raw: dict[str, list], max_minutes: float | None,
            max_steps: int | None = None, tokens_per_minute: float | None = None,
            device: str = "cpu", given: dict[str, Any] | None = None) -> Recipe:
@@ -372,17 +382,13 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
             return max_minutes * rate / max(tokens, 1)
         epochs = passes_at(tokens_per_minute)
         if small_lm and run["n_layers"] == LM_LAYERS and "n_layers" not in given:
-            deeper = epochs * LM_LAYERS / LM_DEEP_LAYERS  # its step costs about 4/6 of the rate measured
-            if deeper >= LM_DEPTH_PASSES:
-                r.model["n_layers"] = run["n_layers"] = LM_DEEP_LAYERS
-                tokens_per_minute, epochs = tokens_per_minute * LM_LAYERS / LM_DEEP_LAYERS, deeper
-                source += f", × {LM_LAYERS}/{LM_DEEP_LAYERS} for {LM_DEEP_LAYERS} layers"
-            layers = run["n_layers"]
-            r.reasons[model_note] = (
-                f"model: {model_why.replace(f'{LM_LAYERS} layers', f'{layers} layers', 1)}; {layers} layers, not"
-                f" {LM_DEEP_LAYERS if layers == LM_LAYERS else LM_LAYERS}: the {LM_DEEP_LAYERS}-layer model"
-                f" would make about {deeper:.1f} passes in {max_minutes:g} min ({'≥' if layers > LM_LAYERS else '<'}"
-                f" {LM_DEPTH_PASSES}; {DEPTH_EVIDENCE}; --layers to choose)")
+            layers, depth_why = lm_depth(epochs, max_minutes)
+            if layers != LM_LAYERS:
+                r.model["n_layers"] = run["n_layers"] = layers
+                tokens_per_minute, epochs = tokens_per_minute * LM_LAYERS / layers, epochs * LM_LAYERS / layers
+                source += f", × {LM_LAYERS}/{layers} for {layers} layers"
+            sized = model_why.replace(f"{LM_LAYERS} layers", f"{layers} layers", 1)
+            r.reasons[model_note] = f"model: {sized}; {depth_why}"
         r.passes, r.tokens_per_minute = epochs, tokens_per_minute
         passes = _passes(epochs, tokens if lm and unit != "characters" else None, unit)
         passes += " over the data" + (" without dropout" if run["dropout"] == 0.0 else "")
