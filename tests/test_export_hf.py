@@ -255,6 +255,17 @@ def test_unexportable_configs_are_refused_in_one_line(changes, words):
     assert "\n" not in msg and all(w in msg for w in words), msg
 
 
+def test_a_translator_in_llamas_block_is_refused_as_the_recipe_says():
+    """The recipe keeps a translator's sinusoids because LLaMA's block in an encoder-decoder (rotary
+    positions) fits no Hugging Face family (train/recipe.py, TRANSLATOR_BLOCK_WHY): the planner agrees."""
+    from glassformer.train.recipe import LLAMA_FORM
+    cfg = _recipe_config("tsv", "auto").replace(**LLAMA_FORM)
+    with pytest.raises(InputError) as e:
+        to_hf(build_model(cfg))
+    msg = str(e.value)
+    assert "\n" not in msg and all(f in msg for f in ("Marian", "Pegasus", "BART", "T5")), msg
+
+
 def test_nan_weights_are_refused():
     model = build_model(_recipe_config("lm", "auto"))
     with torch.no_grad():

@@ -93,6 +93,10 @@ def test_an_lm_is_built_in_llamas_form_whole_or_not_at_all():
     pairs = [("cat", "K AE T"), ("dog", "D AO G")] * 200
     tsv = choose("tsv", {"train": pairs, "valid": pairs[:5], "test": pairs[:5]}, 10, None, tokens_per_minute=400_000)
     assert not {"norm", "activation", "pe"} & set(tsv.model)
+    # and says why: LLaMA's block scored higher on G2P but an encoder-decoder with it exports nowhere
+    # (tests/test_export_hf.py checks the export planner agrees)
+    assert any("--pe rope --norm rmsnorm --activation swiglu" in why and "exports nowhere" in why
+               for why in tsv.reasons), tsv.reasons
 
 
 def test_the_printed_recipe_says_which_choices_your_flags_replace():

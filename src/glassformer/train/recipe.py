@@ -224,6 +224,15 @@ LLAMA_FORM = dict(norm="rmsnorm", activation="swiglu", pe="rope")
 LLAMA_WHY = ("LLaMA's block: RMSNorm, a SwiGLU FFN and rotary positions (10 min, one thread: fortunes-en 2.161"
              " bits/char against 2.210 with LayerNorm, ReLU and sinusoids; fortunes-zh 3.407 against 3.482;"
              " exports as LLaMA; --norm layernorm for the paper's block, Pre-LN)")
+# A translator keeps the paper's block and sinusoids, which export (as Pegasus) to Hugging Face, CTranslate2 and
+# ONNX. LLaMA's block scores higher on G2P (docs/real-data.md, "G2P in LLaMA's block"), but no Hugging Face
+# family holds an encoder-decoder with rotary positions (Marian and Pegasus take sinusoids, BART learned
+# positions, T5 its bias), and our CTranslate2 and ONNX exports go through the Hugging Face model.
+TRANSLATOR_BLOCK_WHY = ("the paper's block with sinusoidal positions: it exports (as Pegasus) to Hugging Face,"
+                        " CTranslate2 and ONNX; LLaMA's block (--pe rope --norm rmsnorm --activation swiglu) scored"
+                        " higher on G2P (10 min, one thread, side by side: 68.5% exact match against 66.0%; 30 min, two"
+                        " threads: 74.1%, the default's earlier runs 73.2-73.5%)"
+                        " but exports nowhere: no Hugging Face family holds an encoder-decoder with rotary positions")
 
 
 def model_size(tokens: int, minutes: float | None, lm: bool) -> tuple[dict[str, Any], float, str]:
@@ -440,6 +449,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                    f"dropout {r.model['dropout']:g}: {max_minutes:g} min is {passes} at {source}"
                    f" (≥ {threshold:g}), enough to overfit without it{overfits}")
     r.note(("norm_position",), "Pre-LN (stable on real data without a tuned warmup; Post-LN is --recipe paper)")
+    if not lm:
+        r.note(tuple(LLAMA_FORM), TRANSLATOR_BLOCK_WHY)
     warmup = 400
     if small_lm:
         # A character LM step holds batch x block tokens (64 x 128 = 8k by default): a 30-minute CPU
