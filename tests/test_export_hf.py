@@ -263,7 +263,7 @@ def test_a_translator_in_llamas_block_is_refused_as_the_recipe_says():
     with pytest.raises(InputError) as e:
         to_hf(build_model(cfg))
     msg = str(e.value)
-    assert "\n" not in msg and all(f in msg for f in ("Marian", "Pegasus", "BART", "T5")), msg
+    assert "\n" not in msg and all(f in msg for f in ("Marian", "Pegasus", "BART", "T5", "--recipe auto")), msg
 
 
 def test_nan_weights_are_refused():

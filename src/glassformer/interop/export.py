@@ -128,7 +128,9 @@ def plan(model) -> Export:
             return _prepare(model, family)
         reasons[family] = blockers[0]
     tried = "; ".join(f"{HF_NAMES[f]}: {why}" for f, why in reasons.items())
-    raise InputError(f"cannot export this {cfg.arch}: no Hugging Face family computes it ({tried})")
+    auto = "" if cfg.arch == "encoder" else " (`train --recipe auto`'s translators and LMs, without those flags, do)"
+    raise InputError(f"cannot export this {cfg.arch}: no Hugging Face family computes it ({tried}); train it"
+                     f" with fields one of them takes{auto}")
 
 
 def _prepare(model, family: str) -> Export:
