@@ -258,6 +258,9 @@ def print_summary(result) -> None:
     t = result.test
     line = f"stopped after {result.step} steps ({result.stop_reason}, {result.elapsed_s:.0f} s)"
     typer.echo(line)
+    if result.selection:  # train/selection.py: an earlier best/ against the last model
+        from ..train.selection import summary as selection_summary
+        typer.echo(selection_summary(result.selection))
     r = result.reloaded
     if r and r.get("equal_to_logged"):  # a mismatch was printed as a warning already
         typer.echo(f"best/ read back from disk scores what was logged for it: valid loss {r['loss']:.4f}"

@@ -31,7 +31,7 @@ from ..errors import GlassformerError, InputError
 from ..nn import build_model
 from ..limits import check_device, check_positions
 from . import checkpoint as ckpt
-from . import averaging, distributed, run_end, run_folder
+from . import averaging, distributed, run_end, run_folder, selection
 from .batching import ShiftingWindows, bucket_key, example_length
 from .dropout_rule import DropoutDecision, set_dropout
 from .evaluate import batch_loss, collate, evaluate
@@ -76,6 +76,7 @@ class TrainResult:
     baseline: dict[str, Any] | None = None  # the data's simple baseline (baselines.py), on the same splits
     verdict: dict[str, Any] = field(default_factory=dict)  # would more minutes help (verdict.py)
     averaged: dict[str, Any] = field(default_factory=dict)  # --average-last: the mean's score (averaging.py)
+    selection: dict[str, Any] = field(default_factory=dict)  # an earlier best/ against the last (selection.py)
 
 
 # ---- reproducibility ----
@@ -167,7 +168,8 @@ def _score(metrics: dict, monitor: str) -> tuple:
     return (-metrics["loss"],)
 
 
-FINISHED = ("baseline", "verdict", "valid-averaged")  # records of a finished run, written again when it is resumed
+# records of a finished run, written again when it is resumed
+FINISHED = ("baseline", "verdict", "valid-averaged", "selection")
 
 
 class MetricsLog:
@@ -264,6 +266,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                     "pass a larger --max-len, or drop the long examples")
     stream = distributed.make_stream([bucket_key(e) for e in train_set], cfg.batch_size, cfg.seed, rt)
     step, best_score, best_metrics, tokens_seen, last_saved = 0, None, {}, 0, None
+    best_step, best_hyps = None, None  # best/'s step and its held-out outputs (selection.py)
     if state is not None:
         model.load_state_dict(saved.model.state_dict())
         optimizer.load_state_dict(state["optimizer"])
@@ -272,6 +275,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         step, tokens_seen = state["step"], state["tokens_seen"]  # patience's count: the clock's state
         best_score = tuple(state["best_score"]) if state["best_score"] is not None else None
         best_metrics, last_saved = state["best_metrics"], state["step"]
+        best_step = ckpt.read_meta(run_dir / "best").get("step") if (run_dir / "best").is_dir() else None
         set_rng_state(state["rng"])
         budget.load_state_dict(state.get("wsd_clock", {}))  # absent from checkpoints before it existed
     train_model = distributed.wrap(model, rt)  # DDP when several workers; `model` for everything else
@@ -375,6 +379,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                 stable = cfg.schedule == "wsd" and budget.stable()
                 if improved:
                     best_score, best_metrics = score, run_end.public(metrics)
+                    best_step, best_hyps = step, metrics.get("hypotheses")
                     save("best", False, metrics)
                 # schedule.WSDClock: a curve that turned at the peak rate starts the decay there
                 length = budget.validated(metrics["loss"], improved, cfg.patience if stable else None,
@@ -418,10 +423,25 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         log.write({"step": step, "split": "valid", **run_end.public(metrics), "elapsed_s": clock() - start})
         if best_score is None or _score(metrics, monitor) > best_score:
             best_score, best_metrics = _score(metrics, monitor), run_end.public(metrics)
+            best_step, best_hyps = step, metrics.get("hypotheses")
             save("best", False, metrics)
         if average is not None and rt.is_main:
             average.add(step, model)
         save("checkpoint", True, metrics)
+    chosen = {}
+    if monitor == "exact_match" and rt.is_main and best_step not in (None, step) and metrics.get("hypotheses"):
+        # selection.py: an earlier best/ whose lead is within the noise of taking the highest of many
+        # evaluations gives way to the last model, which has had the rate's decay
+        if best_hyps is None:  # resumed: best/'s outputs were not kept across processes
+            best_hyps = evaluate(ckpt.load_checkpoint(run_dir, device=rt.device).model, data, "valid",
+                                 limit=cfg.eval_size, device=rt.device)["hypotheses"]
+        chosen = selection.decide(data.raw["valid"][:len(best_hyps)], best_hyps, metrics["hypotheses"],
+                                  {**best_metrics, "step": best_step}, {**metrics, "step": step})
+        log.write({"step": step, "split": "selection", **chosen, "elapsed_s": clock() - start})
+        if chosen["kept"] == "last":
+            best_score, best_metrics = _score(metrics, monitor), run_end.public(metrics)
+            save("best", False, metrics)
+            save("checkpoint", True, metrics)  # its best score is the last's: a resumed run must beat that
     averaged = {}
     if average is not None and rt.is_main and len(average.kept) >= 2:
         # §6.1: the mean of the last evaluations' weights, scored as they were; best/ only if it validates better
@@ -440,7 +460,8 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             save("checkpoint", True, metrics)  # its best score is the average's: a resumed run must beat that
     elif average is not None and rt.is_main:  # asked for, and too few evaluations to average: say so
         averaged = {"steps": average.steps, "too_few": True, "n": average.n}
-    result = TrainResult(run_dir, step, stop_reason, clock() - start, best_metrics, averaged=averaged)
+    result = TrainResult(run_dir, step, stop_reason, clock() - start, best_metrics, averaged=averaged,
+                         selection=chosen)
     if rt.is_main:
         run_end.finish(result, cfg, data, log, rt)
     distributed.shutdown(rt)
