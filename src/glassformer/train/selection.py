@@ -7,7 +7,7 @@ the winner's curse — and a checkpoint from there can beat the last model, whic
 decay, on validation while losing to it on fresh data. Measured (issue 32, pinyin, 10 minutes, bf16):
 two runs' best/ came from peak-rate steps (7,000 and 9,200 of ~11,300) and scored 85.2% and 85.0% on
 5,000 test phrases; their last models scored 87.1% and 87.4% (docs/real-data.md, "best/ and the
-winner's curse": the last model scored at least as high in all six pairs measured).
+winner's curse": the last model scored at least as high in all eight pairs measured).
 
 So the run ends with a paired test on the validation pairs both were scored on: an earlier best/
 stays only where it was right on significantly more of the pairs where the two disagree than the
