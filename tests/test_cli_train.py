@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 
 import pytest
 import sacrebleu
@@ -69,14 +70,11 @@ def test_resume_through_the_cli_matches_the_uninterrupted_run(reverse_run, tmp_p
     assert all(torch.allclose(a[k], b[k], atol=1e-6, rtol=0) for k in a)
 
 
-def test_tsv_eval_reports_sacrebleu_of_the_translations(tmp_path, monkeypatch, capsys):
-    from glassformer.data.zh_en import zh_en_splits
-    pairs = zh_en_splits(seed=0)["train"][:400]
-    path = tmp_path / "pairs.tsv"
-    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
-    run_dir = tmp_path / "run"
-    code, _, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(path), "--out", str(run_dir),
-                       "--max-steps", "40", "--eval-every", "40", "--vocab-size", "200", *TINY_FLAGS)
+def _train_eval_translate(monkeypatch, capsys, path, run_dir, *flags):
+    """Train on the pairs file `path`, then eval --json and translate its test split: (train's stdout,
+    eval's metrics, the translations, the references)."""
+    code, stdout, err = run(monkeypatch, capsys, "train", "--task", "tsv", "--data", str(path), "--out",
+                            str(run_dir), "--max-steps", "40", "--eval-every", "40", *flags, *TINY_FLAGS)
     assert code == 0, err
     code, out, err = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir), "--json")
     assert code == 0, err
@@ -84,13 +82,46 @@ def test_tsv_eval_reports_sacrebleu_of_the_translations(tmp_path, monkeypatch, c
     test = raw_splits(TrainConfig(task="tsv", data=str(path), seed=0))["test"]
     code, out, err = run(monkeypatch, capsys, "translate", "--ckpt", str(run_dir), "--json", *[s for s, _ in test])
     hyps = [json.loads(line)["translation"] for line in out.splitlines()]
-    refs = [t for _, t in test]
     assert metrics["n"] == len(test) == len(hyps)
+    return stdout, metrics, hyps, [t for _, t in test]
+
+
+def test_tsv_eval_reports_sacrebleu_of_the_translations(tmp_path, monkeypatch, capsys):
+    from glassformer.data.zh_en import zh_en_splits
+    pairs = zh_en_splits(seed=0)["train"][:400]
+    path = tmp_path / "pairs.tsv"
+    path.write_text("".join(f"{s}\t{t}\n" for s, t in pairs), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    _, metrics, hyps, refs = _train_eval_translate(monkeypatch, capsys, path, run_dir, "--vocab-size", "200")
     assert metrics["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
     assert metrics["chrf"] == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
     assert metrics["exact_match"] == pytest.approx(sum(h == r for h, r in zip(hyps, refs)) / len(refs))
     code, out, _ = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir))
     assert code == 0 and "BLEU" in out and "chrF" in out and "exact match" in out
+
+
+def test_bleu_is_on_characters_where_the_references_are_one_word_each(tmp_path, monkeypatch, capsys):
+    """Kana readings, or one word per line: sacrebleu's default tokenizer makes each line one token and
+    BLEU needs shared 2- to 4-grams, so it read 0 whatever the outputs (kana, 64% exact match: BLEU 0.0);
+    there BLEU is computed on characters, and eval and train say so."""
+    from glassformer.train.evaluate import bleu_chrf
+    kana = ["いろよっ", "ざんしょみまい", "りそうきょう", "せいぎょぶ"]
+    assert sacrebleu.corpus_bleu(kana, [kana]).score == 0.0  # every output right, BLEU 0: the failure
+    m = bleu_chrf(kana, [[r] for r in kana])
+    assert m["bleu_by"] == "char" and m["bleu"] == pytest.approx(100.0)
+    spaced = ["R IY D", "K AE T", "D AO G"]
+    assert bleu_chrf(spaced, [[r] for r in spaced])["bleu_by"] == "13a"
+    rng = random.Random(0)  # end to end: words and their reversal, one word per line
+    words = sorted({"".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 6))) for _ in range(600)})
+    path = tmp_path / "words.tsv"
+    path.write_text("".join(f"{w}\t{w[::-1]}\n" for w in words), encoding="utf-8")
+    run_dir = tmp_path / "run"
+    stdout, metrics, hyps, refs = _train_eval_translate(monkeypatch, capsys, path, run_dir)
+    assert "BLEU" in stdout and "(on characters)" in stdout
+    assert metrics["bleu_by"] == "char"
+    assert metrics["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="char").score)
+    code, out, _ = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir))
+    assert code == 0 and "(on characters: most references are one word)" in out
 
 
 def test_an_lm_trains_on_its_text_in_order_and_holds_out_runs_of_lines(tmp_path):

@@ -270,7 +270,8 @@ def print_summary(result) -> None:
         if "exact_match" in t:
             parts.append(f"exact match {100 * t['exact_match']:.1f}% of {t['n']}")
         if "bleu" in t:
-            parts += [f"BLEU {t['bleu']:.1f}", f"chrF {t['chrf']:.1f}"]
+            on_chars = " (on characters)" if t.get("bleu_by") == "char" else ""
+            parts += [f"BLEU {t['bleu']:.1f}{on_chars}", f"chrF {t['chrf']:.1f}"]
         typer.echo("  ".join(parts))
         if result.baseline is not None:  # issue 32 §5: the score beside the data's simple baseline
             from ..train.baselines import line

@@ -9,7 +9,8 @@ rate, and bits per character for language models.)
   compared with the reference string; a source on several lines with different targets (a word
   with two pronunciations) is one item, right if it matches any of them, its error rates against
   the closest;
-- BLEU and chrF: sacrebleu's corpus scores on the same translations (the paper reports BLEU).
+- BLEU and chrF: sacrebleu's corpus scores on the same translations (the paper reports BLEU); BLEU
+  on characters where most references are one word (`bleu_by`).
 """
 
 from __future__ import annotations
@@ -169,13 +170,23 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     return same / len(references)
 
 
-def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]]) -> dict[str, float]:
+def bleu_by(reference_lists: Sequence[Sequence[str]]) -> str:
+    """sacrebleu's tokenizer for BLEU on these references: its default ('13a', words at spaces and
+    punctuation), or 'char' where most references are one word — a script written without spaces
+    (kana, Chinese) or one word per line, where every sentence would be a single token and BLEU,
+    which needs shared 2- to 4-grams, 0 whatever the outputs (kana: 0.0 at 64% exact match)."""
+    one_word = sum(len(refs[0].split()) <= 1 for refs in reference_lists if refs)
+    return "char" if one_word > len(reference_lists) / 2 else "13a"
+
+
+def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]]) -> dict[str, Any]:
     """sacrebleu corpus BLEU and chrF, each sentence with its list of references (sacrebleu's
-    reference streams, None where a sentence has fewer)."""
+    reference streams, None where a sentence has fewer); `bleu_by` names BLEU's tokenizer."""
     import sacrebleu
     most = max(map(len, reference_lists), default=1)
     streams = [[refs[k] if k < len(refs) else None for refs in reference_lists] for k in range(most)]
-    return {"bleu": sacrebleu.corpus_bleu(list(hypotheses), streams).score,
+    by = bleu_by(reference_lists)
+    return {"bleu": sacrebleu.corpus_bleu(list(hypotheses), streams, tokenize=by).score, "bleu_by": by,
             "chrf": sacrebleu.corpus_chrf(list(hypotheses), streams).score}
 
 
