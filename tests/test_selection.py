@@ -155,3 +155,9 @@ def test_the_line_says_which_model_and_why():
     kept = summary({**d, "only_best": 40, "only_last": 12, "p": 8e-5, "kept": "best"})
     assert kept.startswith("best/ keeps step 7,000's model (85.2% exact match) over the last (step 11,205, 84.2%)")
     assert "on 52 of the 500" in kept and "p = 8e-05 < 0.05" in kept
+    # num-en at its ceiling (measured): both right on every pair, the earlier best by a lower loss alone
+    tie = summary({**d, "best_step": 4400, "last_step": 8018, "best_exact_match": 1.0, "last_exact_match": 1.0,
+                   "only_best": 0, "only_last": 0, "p": 1.0})
+    assert tie == ("best/ holds the last model (step 8,018, 100.0% exact match), not step 4,400's (100.0%): the two "
+                   "are right on the same 500 held-out items (p = 1 ≥ 0.05), no lead in exact match: best/ takes the "
+                   "model the whole run made (train/selection.py)")

@@ -57,12 +57,16 @@ def summary(d: dict) -> str:
     """One line: which model best/ holds and the test that decided it."""
     b = f"step {d['best_step']:,}"
     em = {k: f"{100 * d[f'{k}_exact_match']:.1f}%" for k in ("best", "last")}
-    test = (f"on {d['only_best'] + d['only_last']:,} of the {d['n']:,} held-out items one of the two was right and "
-            f"the other not, {b} on {d['only_best']:,} and the last on {d['only_last']:,} (one-sided McNemar "
-            f"p = {d['p']:.2g}")
+    apart = d["only_best"] + d["only_last"]
+    if apart == 0:
+        test = f"the two are right on the same {d['n']:,} held-out items (p = 1"
+    else:
+        test = (f"on {apart:,} of the {d['n']:,} held-out items one of the two was right and the other not, {b} on "
+                f"{d['only_best']:,} and the last on {d['only_last']:,} (one-sided McNemar p = {d['p']:.2g}")
     if d["kept"] == "best":
         return (f"best/ keeps {b}'s model ({em['best']} exact match) over the last (step {d['last_step']:,}, "
                 f"{em['last']}): {test} < {ALPHA})")
+    why = ("no lead in exact match: best/ takes the model the whole run made" if d["only_best"] <= d["only_last"]
+           else "a lead the highest of many noisy evaluations has by chance")
     return (f"best/ holds the last model (step {d['last_step']:,}, {em['last']} exact match), not {b}'s "
-            f"({em['best']}): {test} ≥ {ALPHA}), a lead the highest of many noisy evaluations has by chance "
-            "(train/selection.py)")
+            f"({em['best']}): {test} ≥ {ALPHA}), {why} (train/selection.py)")
