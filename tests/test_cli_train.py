@@ -101,16 +101,20 @@ def test_tsv_eval_reports_sacrebleu_of_the_translations(tmp_path, monkeypatch, c
 
 
 def test_bleu_is_on_characters_where_the_references_are_one_word_each(tmp_path, monkeypatch, capsys):
-    """Kana readings, or one word per line: sacrebleu's default tokenizer makes each line one token and
-    BLEU needs shared 2- to 4-grams, so it read 0 whatever the outputs (kana, 64% exact match: BLEU 0.0);
-    there BLEU is computed on characters, and eval and train say so."""
+    """Kana readings, one word per line, three-word dates: sacrebleu's default tokenizer splits at spaces and
+    BLEU needs 4-grams, so it read 0 whatever the outputs (kana at 64% exact match, date-fr at 100%: BLEU
+    0.0); where under a tenth of the references have 4 words BLEU is on characters, and eval and train say so."""
     from glassformer.train.evaluate import bleu_chrf
     kana = ["いろよっ", "ざんしょみまい", "りそうきょう", "せいぎょぶ"]
     assert sacrebleu.corpus_bleu(kana, [kana]).score == 0.0  # every output right, BLEU 0: the failure
     m = bleu_chrf(kana, [[r] for r in kana])
     assert m["bleu_by"] == "char" and m["bleu"] == pytest.approx(100.0)
-    spaced = ["R IY D", "K AE T", "D AO G"]
-    assert bleu_chrf(spaced, [[r] for r in spaced])["bleu_by"] == "13a"
+    dates = ["5 avril 2052", "20 mars 1966", "3 novembre 1629"]  # date-fr: three words, 100% right, BLEU 0
+    assert sacrebleu.corpus_bleu(dates, [dates]).score == 0.0
+    assert bleu_chrf(dates, [[r] for r in dates]) == {"bleu": pytest.approx(100.0), "bleu_by": "char",
+                                                      "chrf": pytest.approx(100.0)}
+    phones = ["R IY D", "K AE T", "S T R IY T", "D AO G"]  # a quarter have 4 words: BLEU on words
+    assert bleu_chrf(phones, [[r] for r in phones])["bleu_by"] == "13a"
     rng = random.Random(0)  # end to end: words and their reversal, one word per line
     words = sorted({"".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 6))) for _ in range(600)})
     path = tmp_path / "words.tsv"
@@ -121,7 +125,7 @@ def test_bleu_is_on_characters_where_the_references_are_one_word_each(tmp_path, 
     assert metrics["bleu_by"] == "char"
     assert metrics["bleu"] == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs], tokenize="char").score)
     code, out, _ = run(monkeypatch, capsys, "eval", "--ckpt", str(run_dir))
-    assert code == 0 and "(on characters: most references are one word)" in out
+    assert code == 0 and "(on characters: under a tenth of the references have 4 words)" in out
 
 
 def test_an_lm_trains_on_its_text_in_order_and_holds_out_runs_of_lines(tmp_path):

@@ -10,7 +10,7 @@ rate, and bits per character for language models.)
   with two pronunciations) is one item, right if it matches any of them, its error rates against
   the closest;
 - BLEU and chrF: sacrebleu's corpus scores on the same translations (the paper reports BLEU); BLEU
-  on characters where most references are one word (`bleu_by`).
+  on characters where few references have the 4 words its longest n-gram needs (`bleu_by`).
 """
 
 from __future__ import annotations
@@ -172,11 +172,12 @@ def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
 
 def bleu_by(reference_lists: Sequence[Sequence[str]]) -> str:
     """sacrebleu's tokenizer for BLEU on these references: its default ('13a', words at spaces and
-    punctuation), or 'char' where most references are one word — a script written without spaces
-    (kana, Chinese) or one word per line, where every sentence would be a single token and BLEU,
-    which needs shared 2- to 4-grams, 0 whatever the outputs (kana: 0.0 at 64% exact match)."""
-    one_word = sum(len(refs[0].split()) <= 1 for refs in reference_lists if refs)
-    return "char" if one_word > len(reference_lists) / 2 else "13a"
+    punctuation), or 'char' where under a tenth of the references have 4 words — BLEU's longest
+    n-gram — so that word BLEU is 0 whatever the outputs, or rests on a few sentences: a script
+    written without spaces (kana: 0.0 at 64% exact match), one word per line, dates of three words
+    (date-fr: 0.0 at 100%)."""
+    four = sum(len(refs[0].split()) >= 4 for refs in reference_lists if refs)
+    return "13a" if four >= len(reference_lists) / 10 else "char"
 
 
 def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]]) -> dict[str, Any]:
