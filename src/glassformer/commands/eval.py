@@ -116,7 +116,8 @@ def register(app: typer.Typer) -> None:
         else:
             typer.echo(f"{m['checkpoint']} on {m['data']} ({m['n']} example{'' if m['n'] == 1 else 's'})")
         if "exact_match" in m:
-            on_chars = "  (on characters: under a tenth of the references have 4 words)" if m.get("bleu_by") == "char" else ""
+            on_chars = ("  (on characters: under a tenth of the references have 4 words)"
+                        if m.get("bleu_by") == "char" else "")
             typer.echo(f"  BLEU        {m['bleu']:.2f}{on_chars}")
             typer.echo(f"  chrF        {m['chrf']:.2f}")
             typer.echo(f"  exact match {100 * m['exact_match']:.2f}%  (sequence error rate {100 * m['ser']:.2f}%)")
