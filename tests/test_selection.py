@@ -161,3 +161,16 @@ def test_the_line_says_which_model_and_why():
     assert tie == ("best/ holds the last model (step 8,018, 100.0% exact match), not step 4,400's (100.0%): the two "
                    "are right on the same 500 held-out items (p = 1 ≥ 0.05), no lead in exact match: best/ takes the "
                    "model the whole run made (train/selection.py)")
+
+
+def test_the_printed_recipe_says_what_best_holds():
+    """The recipe's printed line on best/ names the rule for a translator, the lowest loss for an LM."""
+    from glassformer.train.recipe import choose
+    pairs = [("cat", "K AE T"), ("dog", "D AO G")] * 200
+    tsv = choose("tsv", {"train": pairs, "valid": pairs[:5], "test": pairs[:5]}, 10, None, tokens_per_minute=400_000)
+    assert any("best/ (by exact match: the last model unless an earlier evaluation is significantly better" in why
+               for why in tsv.reasons), tsv.reasons
+    lines = [f"line {i} of some text" for i in range(400)]
+    lm = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 10, None, tokens_per_minute=400_000)
+    assert any("best model in best/ (the lowest valid loss)" in why for why in lm.reasons), lm.reasons
+

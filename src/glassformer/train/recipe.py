@@ -493,7 +493,9 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
     runs = (" in runs of consecutive lines, the rest trained in the file's order, cut into windows afresh each"
             " epoch" if lm else "")
     r.note((), f"held out {held:,} {'lines' if lm else 'pairs'} for validation and {len(raw.get('test', [])):,}"
-               f" for test{runs}; best model (by {'valid loss' if lm else 'exact match'}) in best/")
+               f" for test{runs}; best model in best/ ("
+               + ("the lowest valid loss)" if lm else "by exact match: the last model unless an earlier evaluation"
+                  " is significantly better on the same held-out pairs, train/selection.py)"))
     return r
 
 
