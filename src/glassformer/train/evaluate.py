@@ -162,12 +162,16 @@ def translate_texts(model, src_tok, tgt_tok, texts: Sequence[str], beam_size: in
     return [tgt_tok.decode(ids) for ids in translate_ids(model, sources, beam_size, device=device)]
 
 
+def same_answer(hypothesis: str, reference: str) -> bool:
+    """An output is its reference when the two are equal up to whitespace."""
+    return hypothesis.split() == reference.split()
+
+
 def exact_match(hypotheses: Sequence[str], references: Sequence[str]) -> float:
     """Fraction of hypotheses identical to their reference (whitespace-normalised)."""
     if not references:
         return 0.0
-    same = sum(" ".join(h.split()) == " ".join(r.split()) for h, r in zip(hypotheses, references))
-    return same / len(references)
+    return sum(map(same_answer, hypotheses, references)) / len(references)
 
 
 def bleu_by(reference_lists: Sequence[Sequence[str]]) -> str:
@@ -191,12 +195,18 @@ def bleu_chrf(hypotheses: Sequence[str], reference_lists: Sequence[Sequence[str]
             "chrf": sacrebleu.corpus_chrf(list(hypotheses), streams).score}
 
 
+def item_outputs(raw: Sequence[tuple[str, str]], output_of: dict[str, str]) -> tuple[list, list, list]:
+    """The items exact match scores (error_rates.scored_items): each one's output, its right answers,
+    and the answer closest to the output (the one its error rates are measured against)."""
+    items = error_rates.scored_items(raw)
+    hyps, ref_lists = [output_of[src] for src, _ in items], [refs for _, refs in items]
+    return hyps, ref_lists, error_rates.closest_references(hyps, ref_lists)
+
+
 def score_outputs(raw: Sequence[tuple[str, str]], output_of: dict[str, str], with_bleu: bool = False) -> dict:
     """Exact match and error rates (+ BLEU, chrF) of one output per source against the pairs `raw`:
     the scoring of every translator, and of train/baselines.py's simple baselines."""
-    items = error_rates.scored_items(raw)
-    hyps, ref_lists = [output_of[src] for src, _ in items], [refs for _, refs in items]
-    refs = error_rates.closest_references(hyps, ref_lists)
+    hyps, ref_lists, refs = item_outputs(raw, output_of)
     metrics: dict[str, Any] = {"exact_match": exact_match(hyps, refs), **error_rates.for_outputs(hyps, refs)}
     if len(hyps) < len(raw):
         metrics["n_scored"] = len(hyps)

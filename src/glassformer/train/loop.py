@@ -439,7 +439,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
                                   {**best_metrics, "step": best_step}, {**metrics, "step": step})
         log.write({"step": step, "split": "selection", **chosen, "elapsed_s": clock() - start})
         if chosen["kept"] == "last":
-            best_score, best_metrics = _score(metrics, monitor), run_end.public(metrics)
+            best_score, best_metrics, best_step = _score(metrics, monitor), run_end.public(metrics), step
             save("best", False, metrics)
             save("checkpoint", True, metrics)  # its best score is the last's: a resumed run must beat that
     averaged = {}
@@ -447,7 +447,6 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
         # §6.1: the mean of the last evaluations' weights, scored as they were; best/ only if it validates better
         mean_model, m = averaging.score_mean(average, model_config, data, cfg, rt.device)
         better = _score(m, monitor) > best_score
-        best_step = ckpt.read_meta(run_dir / "best").get("step")
         averaged = {"steps": average.steps, "metrics": run_end.public(m), "best": best_metrics,
                     "best_step": best_step, "kept_as_best": better, "monitor": monitor}
         log.write({"step": step, "split": "valid-averaged", "steps": average.steps, **run_end.public(m),

@@ -20,19 +20,16 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from . import error_rates
+from .evaluate import item_outputs, same_answer
 
 ALPHA = 0.05  # an earlier best/ must be this unlikely to lead by chance to be kept over the last model
 
 
 def right_items(raw: Sequence[tuple[str, str]], hypotheses: Sequence[str]) -> list[bool]:
-    """For each item exact match scores (error_rates.scored_items), whether its output is one of its
+    """For each item exact match scores (evaluate.item_outputs), whether its output is one of its
     right answers; `hypotheses` has one output per line of `raw`, in line order."""
-    output_of = dict(zip((src for src, _ in raw), hypotheses))
-    items = error_rates.scored_items(raw)
-    outputs = [output_of[src] for src, _ in items]
-    refs = error_rates.closest_references(outputs, [targets for _, targets in items])
-    return [h.split() == r.split() for h, r in zip(outputs, refs)]
+    outputs, _, refs = item_outputs(raw, dict(zip((src for src, _ in raw), hypotheses)))
+    return list(map(same_answer, outputs, refs))
 
 
 def mcnemar_one_sided(only_first: int, only_second: int) -> float:
