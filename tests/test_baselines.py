@@ -156,6 +156,9 @@ def test_ngram_baseline_bits_per_character():
     ({"loss": [2.0, 2.0, 2.1, 2.2], "exact_match": [0.5, 0.6, 0.65, 0.7]}, "improving"),  # loss up, EM up
     ({"loss": [2.0, 1.5, 1.2, 1.0], "exact_match": [0.0, 0.0, 0.0, 0.0]}, "improving"),  # EM flat, loss falls
     ({"loss": [2.0, 1.5, 1.5, 1.5, 1.5], "exact_match": [0.2, 0.5, 0.505, 0.50, 0.50]}, "plateaued"),
+    # a rise of exactly 1 point (5 more right of 500; 0.65 - 0.64 > 0.01 in floats) is not over 1 point
+    ({"loss": [2.0, 1.5, 1.5, 1.5, 1.5], "exact_match": [0.2, 0.64, 0.63, 0.64, 0.65]}, "plateaued"),
+    ({"loss": [2.0, 1.5, 1.5, 1.5, 1.5], "exact_match": [0.2, 0.64, 0.63, 0.64, 0.652]}, "improving"),
 ])
 def test_verdict_rule(curves, expected):
     assert verdict.judge(curves)["verdict"] == expected
