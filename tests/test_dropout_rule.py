@@ -112,6 +112,47 @@ def test_a_run_resumed_before_its_decision_measures_its_own_first_tenth(tmp_path
     assert d["step"] == 9 and d["seconds"] == pytest.approx(6.0) and d["dropout"] == 0.0
 
 
+def test_a_busy_first_tenth_is_counted_again_and_the_dropout_raised(tmp_path, monkeypatch):
+    """The first 6 s run at 2 s a step (a busy machine: 240 pairs a minute), then 0.5 s a step (960):
+    the first count says none, the count at 12 s (a fifth of the budget) raises it to 0.1."""
+    from glassformer.train import loop
+    now = [1000.0]
+    monkeypatch.setattr(loop, "clock", lambda: now[0])
+
+    def tick(step, model, loss):
+        now[0] += 2.0 if step <= 3 else 0.5
+
+    data = copy_task()
+    n = len(data.encoded["train"])
+    train(_timed(tmp_path, 480 / n, 20), data=data, model_overrides=TINY, callbacks=[tick])
+    first, again = _records(tmp_path / "run", "dropout")
+    assert (first["step"], first["dropout"], first["examples_per_minute"]) == (3, 0.0, pytest.approx(240))
+    # 12 steps of 8 pairs in the 6 s since: 960 a minute, 960 / n passes in the minute
+    assert (again["step"], again["dropout"], again["recount"]) == (15, 0.1, True)
+    assert again["examples_per_minute"] == pytest.approx(960) and again["passes"] == pytest.approx(960 / n)
+    assert load_checkpoint(tmp_path / "run" / "checkpoint").config.dropout == 0.1
+
+
+def test_a_count_again_only_raises_and_stops_at_half_the_budget():
+    from glassformer.train.dropout_rule import DropoutDecision
+    # an LM's two tiers: 0.1 from 10 passes, 0.2 from 20; 1,000 windows, a 100-s budget
+    rule = DropoutDecision(0.1, 10, 100.0, 100.0, 1_000, strong=(20, 0.2))
+    assert not rule.due(9.0, 500, 9.0) and rule.due(10.0, 1_200, 10.0)
+    assert rule.decide(1_200, 10.0)["dropout"] == 0.1  # 120 a second: 12 passes in 100 s
+    assert not rule.due(15.0, 1_800, 15.0) and rule.due(20.0, 1_900, 20.0)
+    assert rule.decide(1_900, 20.0) is None and rule.decided["dropout"] == 0.1  # 70 a second: never lowered
+    assert rule.decide(4_400, 30.0)["dropout"] == 0.2  # 250 a second: 25 passes
+    assert not rule.due(40.0, 9_000, 40.0)  # at the top tier: nothing more to count
+    late = DropoutDecision(0.1, 10, 100.0, 100.0, 1_000)
+    late.decide(100, 10.0)  # 1 pass: none
+    for t in (20.0, 30.0, 40.0, 50.0):
+        assert late.due(t, 200, t) and late.decide(int(20 * t), t) is None  # 20 a second: 2 passes
+    assert not late.due(60.0, 10_000, 60.0)  # past half the budget: no more counts
+    skipped = DropoutDecision(0.1, 10, 100.0, 100.0, 1_000)
+    skipped.decide(100, 10.0)
+    assert skipped.decide(200, 35.0, 35.0) is None and skipped.checks == [40.0, 50.0]  # 0.2 and 0.3 passed at once
+
+
 def test_set_dropout_trains_as_a_model_built_with_that_dropout():
     """The reference: a model built with the dropout in its config, the same weights, the same seed."""
     cfg = ModelConfig(arch="encoder-decoder", vocab_size=30, d_model=16, n_heads=2, n_layers=2, d_ff=32)

@@ -16,6 +16,13 @@ if they reach the rule's threshold, and says so either way. A tenth without drop
 (dropout regularises the late part of a run, where the model starts to memorise what it has seen): assumed,
 not measured against dropout from the first step. Measured: G2P's first tenth read 14.6–17.9 passes over
 four launches where the probe read 17 and 23 (docs/real-data.md, "The dropout rule on the run's own rate").
+
+A first tenth can still read a busy minute: a run that began beside other work counts fewer passes than the
+rest of its budget will make (a G2P run started under a test suite counted 0.04 passes in its first 50 s).
+So a run whose decision left it below the rule's top tier counts again at each further tenth up to half its
+budget (`RECHECKS`), at the rate of the tenth just trained, and raises its dropout from then if that rate
+gives the passes; it never lowers it (a model that trained with dropout is not made to overfit later because
+the machine got busier). After half the budget a raise is not made: what is left is mostly the decay.
 """
 
 from __future__ import annotations
@@ -29,10 +36,12 @@ if TYPE_CHECKING:  # torch-free at load, as the recipe that imports DECIDE_SHARE
     from torch import nn
 
 DECIDE_SHARE = 0.1  # the share of the budget trained without dropout, to measure the rate on
+RECHECKS = (0.2, 0.3, 0.4, 0.5)  # shares of the budget at which a decision below the top tier counts again
 
 
 class DropoutDecision:
-    """The recipe's dropout rule, applied once to the rate this process measured (see above).
+    """The recipe's dropout rule, applied to the rate this process measured (see above): once, then again at
+    each of `RECHECKS` while it can still raise the dropout.
 
     p: the dropout the recipe gives a run with enough passes; passes_needed: its threshold;
     budget_s: the run's whole budget; left_s: what is left of it when this process starts (a resumed
@@ -46,16 +55,29 @@ class DropoutDecision:
         self.budget_s = budget_s
         self.due_s = min(DECIDE_SHARE * budget_s, left_s)  # seconds of this process's training
         self.decided: dict[str, Any] | None = None
+        self.top = strong[1] if strong is not None else p
+        # re-checks: (run seconds, this process's examples and seconds) at the last count
+        self.checks = [share * budget_s for share in RECHECKS if share * budget_s > budget_s - left_s + self.due_s]
+        self.mark = (0, 0.0)
 
-    def due(self, seconds: float, examples: int) -> bool:
-        """Whether to decide now: the first tenth is over and at least one step gave a rate."""
-        return self.decided is None and seconds >= self.due_s and examples > 0
+    def due(self, seconds: float, examples: int, run_seconds: float | None = None) -> bool:
+        """Whether to count now: the first tenth is over and at least one step gave a rate (seconds: this
+        process's training), or a re-check's share of the budget is reached (run_seconds: the run's)."""
+        if self.decided is None:
+            return seconds >= self.due_s and examples > 0
+        return (self.decided["dropout"] < self.top and bool(self.checks) and run_seconds is not None
+                and run_seconds >= self.checks[0] and seconds > self.mark[1])
 
-    def decide(self, examples: int, seconds: float) -> dict[str, Any]:
-        """The decision for `examples` seen in `seconds` of this process's training: the passes the
-        whole budget gives at that rate, the dropout chosen, and a line that says why."""
-        rate = examples / max(seconds, 1e-9)  # examples a second, without dropout
-        done = examples / self.n_examples
+    def decide(self, examples: int, seconds: float, run_seconds: float | None = None) -> dict[str, Any] | None:
+        """The decision for `examples` seen in `seconds` of this process's training: the passes the whole
+        budget gives at the rate since the last count, the dropout chosen, and a line that says why. At a
+        re-check (the run at `run_seconds`), None unless the dropout goes up."""
+        first = self.decided is None
+        window = examples - self.mark[0], seconds - self.mark[1]
+        self.mark = (examples, seconds)
+        if not first:  # every share passed is counted now (a long evaluation may have stepped over two)
+            self.checks = [t for t in self.checks[1:] if run_seconds is None or t > run_seconds]
+        rate = window[0] / max(window[1], 1e-9)  # examples a second (without dropout, until it has some)
         passes = rate * self.budget_s / self.n_examples  # (a resumed run: its earlier part at this rate too)
         p = self.p if passes >= self.passes_needed else 0.0
         verdict = (f"dropout {self.p:g} from now (≥ {self.passes_needed:g}: enough to overfit without it)"
@@ -63,10 +85,18 @@ class DropoutDecision:
         if self.strong is not None and passes >= self.strong[0]:
             p = self.strong[1]
             verdict = f"dropout {p:g} from now (≥ {self.strong[0]:g}: {self.p:g} would not hold it so many passes)"
-        line = (f"dropout rule: {done:.2f} passes over the data in the first {seconds:.0f} s without dropout,"
-                f" {rate * 60:,.0f} examples a minute: about {passes:.1f} passes in the whole budget; {verdict}")
+        if not first and p <= self.decided["dropout"]:
+            return None
+        if first:
+            line = (f"dropout rule: {examples / self.n_examples:.2f} passes over the data in the first {seconds:.0f} s"
+                    f" without dropout, {rate * 60:,.0f} examples a minute: about {passes:.1f} passes in the whole"
+                    f" budget; {verdict}")
+        else:
+            line = (f"dropout rule, counted again: {rate * 60:,.0f} examples a minute over the last {window[1]:.0f} s"
+                    f" (the count that decided read {self.decided['examples_per_minute']:,.0f}: a busier machine then):"
+                    f" about {passes:.1f} passes in the whole budget; {verdict}")
         self.decided = dict(dropout=p, passes=passes, examples_per_minute=rate * 60, seconds=seconds,
-                            threshold=self.passes_needed, text=line)
+                            threshold=self.passes_needed, text=line, **({} if first else {"recount": True}))
         return self.decided
 
 

@@ -344,12 +344,14 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             if budget.done():
                 stop_reason = "the early decay ended"
                 break
-            if rule is not None and rule.due(elapsed - before, examples):  # rank 0's clock (above): all decide at once
-                d = distributed.broadcast(rule.decide(int(distributed.all_sum(examples, rt)), elapsed - before), rt)
-                model_config = set_dropout(model, model_config, d["dropout"])
-                progress.note(d["text"])
-                log.write({"step": step, "split": "dropout", **{k: v for k, v in d.items() if k != "text"},
-                           "elapsed_s": clock() - start})
+            if rule is not None and rule.due(elapsed - before, examples, elapsed):  # rank 0's clock: all at once
+                seen = int(distributed.all_sum(examples, rt))
+                d = distributed.broadcast(rule.decide(seen, elapsed - before, elapsed), rt)
+                if d is not None:  # decided, or raised by a re-check
+                    model_config = set_dropout(model, model_config, d["dropout"])
+                    progress.note(d["text"])
+                    log.write({"step": step, "split": "dropout", **{k: v for k, v in d.items() if k != "text"},
+                               "elapsed_s": clock() - start})
             lr = scheduler.get_last_lr()[0]
             micro = next_micro_batches(stream, train_set, model_config, cfg)
             loss, n_tok = train_step(train_model, model, optimizer, micro, cfg, model_config.pad_id, rt)
@@ -361,7 +363,7 @@ def _train(cfg, model_config, data, *, resume, runtime, callbacks, model_overrid
             scheduler.step()
             tokens_seen += n_tok
             window_tokens += n_tok
-            if rule is not None and rule.decided is None:  # the dropout rule's count, until it decides
+            if rule is not None:  # the dropout rule's count (it counts again after deciding: dropout_rule.py)
                 examples += sum(b["tgt_out" if "tgt_out" in b else "out"].shape[0] for b in micro)
             for fn in callbacks:
                 fn(step, model, loss)

@@ -435,7 +435,8 @@ def choose(task: str, raw: dict[str, list], max_minutes: float | None,
                    f"dropout decided by the run from its own speed: none for its first tenth"
                    f" ({max_minutes * DECIDE_SHARE:g} min), then {p:g} if the passes its steps make give"
                    f" ≥ {threshold:g} in {max_minutes:g} min (enough to overfit without it{overfits or TSV_EVIDENCE})"
-                   f"{strong}, else none; the start-up probe predicts {passes} at {source}: {guess}")
+                   f"{strong}, else none (counted again at each tenth to half the budget: raised, never lowered);"
+                   f" the start-up probe predicts {passes} at {source}: {guess}")
         elif epochs < threshold:
             r.model["dropout"] = 0.0
             r.note(("dropout",),
