@@ -111,6 +111,10 @@ def test_errors_are_one_line(tmp_path):
 
 def test_pad_batch():
     assert pad_batch([[5, 6, 7], [8]]).tolist() == [[5, 6, 7], [8, 0, 0]]
+    # tuples, an empty row, a row of nothing but empties, no rows at all, another pad id
+    assert pad_batch([(1, 2), (), [3]], pad_id=9).tolist() == [[1, 2], [9, 9], [3, 9]]
+    assert pad_batch([[], []]).shape == (2, 0) and pad_batch([]).shape == (0, 0)
+    assert pad_batch([[2**40]]).dtype == torch.long and pad_batch([[2**40]]).item() == 2**40
 
 
 @pytest.mark.parametrize("kind", ["bpe", "unigram", "char"])
