@@ -93,7 +93,7 @@ class DropoutDecision:
                     f" budget; {verdict}")
         else:
             line = (f"dropout rule, counted again: {rate * 60:,.0f} examples a minute over the last {window[1]:.0f} s"
-                    f" (the count that decided read {self.decided['examples_per_minute']:,.0f}: a busier machine then):"
+                    f" (the count that decided read {self.decided['examples_per_minute']:,.0f}):"
                     f" about {passes:.1f} passes in the whole budget; {verdict}")
         self.decided = dict(dropout=p, passes=passes, examples_per_minute=rate * 60, seconds=seconds,
                             threshold=self.passes_needed, text=line, **({} if first else {"recount": True}))
