@@ -173,4 +173,3 @@ def test_the_printed_recipe_says_what_best_holds():
     lines = [f"line {i} of some text" for i in range(400)]
     lm = choose("lm", {"train": lines, "valid": lines[:10], "test": lines[:10]}, 10, None, tokens_per_minute=400_000)
     assert any("best model in best/ (the lowest valid loss)" in why for why in lm.reasons), lm.reasons
-

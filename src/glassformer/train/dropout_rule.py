@@ -56,7 +56,8 @@ class DropoutDecision:
         self.due_s = min(DECIDE_SHARE * budget_s, left_s)  # seconds of this process's training
         self.decided: dict[str, Any] | None = None
         self.top = strong[1] if strong is not None else p
-        # re-checks: (run seconds, this process's examples and seconds) at the last count
+        # the run's seconds at which to count again (those after the first decision), and this process's
+        # (examples, seconds) at the last count: the next count's rate is over what came since
         self.checks = [share * budget_s for share in RECHECKS if share * budget_s > budget_s - left_s + self.due_s]
         self.mark = (0, 0.0)
 
